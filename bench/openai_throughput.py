@@ -1,0 +1,133 @@
+"""Generation throughput of the `openai:` backend against a real local llama.cpp server (run by hand).
+
+    python bench/openai_throughput.py                       # starts llama_cpp.server on the embedded model
+    python bench/openai_throughput.py --base-url http://127.0.0.1:8080/v1   # an already running server
+
+Sends the same short prompts at each concurrency level through the backend and
+the retry layer (exactly the path a run takes) and prints completion tokens/s.
+Needs `pip install 'llama-cpp-python[server]'` to start a server itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from finharness.backends.openai_compat import from_spec
+from finharness.core.retry import RetryPolicy, call_with_retries
+from finharness.core.types import GenerateParams, GenerateRequest, messages
+
+PROMPTS = [
+    "In one sentence, what is free cash flow?",
+    "Define EBITDA in one sentence.",
+    "What does a 10-K filing contain? Answer briefly.",
+    "Explain the price-to-earnings ratio in one sentence.",
+    "What is the difference between revenue and profit? One sentence.",
+    "What is a bond coupon? Answer briefly.",
+    "What does a negative working capital mean? One sentence.",
+    "What is a stock buyback? Answer in one sentence.",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(model: Path, port: int, threads: int, n_ctx: int, extra: list[str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+               "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+               "--model_alias", "bench", *extra]
+    print("starting:", " ".join(command), file=sys.stderr)
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until_up(base_url: str, server: subprocess.Popen | None, deadline_s: float = 180.0) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < deadline_s:
+        if server is not None and server.poll() is not None:
+            raise SystemExit(f"server exited with {server.returncode}:\n{server.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"server at {base_url} did not answer within {deadline_s:.0f} s")
+
+
+async def measure(base_url: str, concurrency: int, prompts: list[str], max_tokens: int) -> dict:
+    backend = from_spec(f"openai:bench@{base_url}?concurrency={concurrency}&timeout=600")
+    gate = asyncio.Semaphore(concurrency)
+    policy = RetryPolicy(max_attempts=3)
+
+    async def one(prompt: str):
+        request = GenerateRequest(messages(("user", prompt)),
+                                  GenerateParams(max_tokens=max_tokens, temperature=0.0, seed=0))
+        async with gate:
+            started = time.perf_counter()
+            response, retries = await call_with_retries(lambda: backend.generate(request), policy)
+            return response, retries, time.perf_counter() - started
+
+    try:
+        await one("Say OK.")  # warm-up: model load into cache, first prompt processing
+        started = time.perf_counter()
+        results = await asyncio.gather(*(one(p) for p in prompts))
+        wall = time.perf_counter() - started
+    finally:
+        await backend.aclose()
+    tokens = sum(r.completion_tokens for r, _, _ in results)
+    return {"concurrency": concurrency, "requests": len(results), "completion_tokens": tokens,
+            "wall_s": round(wall, 2), "tokens_per_s": round(tokens / wall, 2),
+            "mean_latency_s": round(sum(t for _, _, t in results) / len(results), 2),
+            "retries": sum(n for _, n, _ in results),
+            "truncated": sum(r.truncated for r, _, _ in results)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base-url", help="use a running OpenAI-compatible server instead of starting one")
+    parser.add_argument("--model", type=Path, help="GGUF file (default: the embedded model)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--n-ctx", type=int, default=2048)
+    parser.add_argument("--server-arg", action="append", default=[],
+                        help="extra llama_cpp.server argument (repeatable), e.g. --server-arg=--n_batch=256")
+    args = parser.parse_args()
+
+    server = None
+    base_url = args.base_url
+    if base_url is None:
+        model = args.model
+        if model is None:
+            from finharness.backends.model_files import ensure_model
+            model = ensure_model("embedded")
+        port = free_port()
+        base_url = f"http://127.0.0.1:{port}/v1"
+        server = start_server(model, port, args.threads, args.n_ctx, args.server_arg)
+    try:
+        wait_until_up(base_url, server)
+        prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.prompts)]
+        rows = [asyncio.run(measure(base_url, c, prompts, args.max_tokens)) for c in args.concurrency]
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+    for row in rows:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

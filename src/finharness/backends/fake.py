@@ -1,0 +1,99 @@
+"""`fake`: deterministic scripted answers for tests and dry runs.
+
+The same request always gets the same answer (derived from a hash of the
+request), so reruns and resumes are checkable. Options:
+`fake?latency=SECONDS` sleeps per call; `fake?script=FILE` reads JSONL lines
+`{"match": SUBSTRING, "reply": TEXT}` and answers the first rule whose
+substring occurs in the last user message; `fake?reply=TEXT` answers TEXT to all;
+`fake?name=X` changes the identity (two distinct fake models).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from pathlib import Path
+
+from ..core.backend import BaseBackend, Capabilities, SpecError
+from ..core.store import canonical_json
+from ..core.types import (GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse,
+                          to_jsonable)
+from .spec_options import split_options
+
+LETTERS = "ABCD"
+
+
+class FakeBackend(BaseBackend):
+    def __init__(self, spec: str = "fake", *, latency: float = 0.0, script: list[dict] | None = None,
+                 reply: str | None = None, name: str = "fake", context_length: int = 32768):
+        self.spec = spec
+        self.latency = latency
+        self.script = script or []
+        self.reply = reply
+        self.name = name
+        self.calls = 0
+        self.capabilities = Capabilities(generate=True, loglikelihood=True, next_token_logprobs=False,
+                                         context_length=context_length, max_concurrency=8,
+                                         penalties=True, seed=True)
+
+    def identity(self):
+        return {"backend": "fake", "name": self.name, "reply": self.reply, "script": self.script}
+
+    def _rng(self, request) -> random.Random:
+        digest = hashlib.sha256(canonical_json([self.name, to_jsonable(request)]).encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def count_tokens(self, text: str) -> int | None:
+        return max(1, len(text) // 3) if text else 0
+
+    async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        self.calls += 1
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        text = None
+        for rule in self.script:
+            if rule["match"] in last_user:
+                text = rule["reply"]
+                break
+        if text is None:
+            text = self.reply if self.reply is not None else f"答案：{self._rng(request).choice(LETTERS)}"
+        prompt_tokens = sum(self.count_tokens(m.content) or 0 for m in request.messages)
+        completion = self.count_tokens(text) or 1
+        finish = "stop"
+        if completion > request.params.max_tokens:
+            text, completion, finish = text[: request.params.max_tokens * 3], request.params.max_tokens, "length"
+        return GenerateResponse(text=text, finish_reason=finish, prompt_tokens=prompt_tokens,
+                                completion_tokens=completion)
+
+    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        self.calls += 1
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        rng = self._rng(request)
+        lps = tuple(-rng.uniform(0.1, 10.0) for _ in request.continuations)
+        best = max(range(len(lps)), key=lps.__getitem__)
+        counts = tuple(self.count_tokens(c) or 1 for c in request.continuations)
+        ctx = self.count_tokens(request.context) or 0
+        return LoglikelihoodResponse(logprobs=lps, is_greedy=tuple(i == best for i in range(len(lps))),
+                                     continuation_tokens=counts, context_tokens=ctx,
+                                     tokens_evaluated=ctx + sum(counts))
+
+
+def from_spec(spec: str) -> FakeBackend:
+    base, opts = split_options(spec, {"latency", "script", "reply", "name"})
+    if base != "fake":
+        raise SpecError(f"model spec {spec!r}: expected 'fake[?latency=S&script=FILE&reply=TEXT&name=X]'")
+    script = None
+    if "script" in opts:
+        path = Path(opts["script"])
+        if not path.exists():
+            raise SpecError(f"model spec {spec!r}: script file {path} not found")
+        script = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        latency = float(opts.get("latency", 0.0))
+    except ValueError:
+        raise SpecError(f"model spec {spec!r}: latency must be a number of seconds") from None
+    return FakeBackend(spec, latency=latency, script=script, reply=opts.get("reply"), name=opts.get("name", "fake"))

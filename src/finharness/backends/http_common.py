@@ -1,0 +1,229 @@
+"""HTTP plumbing shared by the remote backends (OpenAI-compatible, Anthropic).
+
+One place turns every way an HTTP call can go wrong into a `BackendError`
+that says whether trying again may help; the retrying itself is done once,
+by `finharness.core.retry`, never here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import parse_qsl
+
+import httpx
+
+from ..core.backend import BackendError, SpecError
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""4xx statuses worth retrying (request timeout, conflict, rate limit); every 5xx is too."""
+
+_MAX_ERROR_DETAIL = 300
+
+
+class RemoteError(BackendError):
+    """A BackendError with a short `kind` the run record counts by.
+
+    kinds: rate_limit, server_error, client_error, timeout, connection, bad_response, unsupported."""
+
+    def __init__(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message, retryable=retryable, status=status, retry_after=retry_after)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """A parsed remote model spec: `SCHEME:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=S]`."""
+
+    scheme: str
+    """'openai' or 'anthropic'."""
+
+    model: str
+    """The model name sent to the server."""
+
+    base_url: str
+    """API root including the version path (e.g. http://127.0.0.1:8080/v1), no trailing slash."""
+
+    key_env: str
+    """Environment variable that holds the API key."""
+
+    api_key: str | None
+    """The key read from `key_env` (None when unset: allowed for local servers)."""
+
+    concurrency: int
+    """Connection-pool size, reported as capabilities.max_concurrency."""
+
+    timeout: float
+    """Read timeout (seconds) of one call."""
+
+
+def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_key_env: str,
+                      default_concurrency: int = 8, default_timeout: float = 120.0) -> RemoteSpec:
+    """Parse and check a remote spec; raise SpecError saying what to write instead."""
+    usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]', "
+             f"e.g. '{scheme}:my-model@http://127.0.0.1:8080/v1?concurrency=4'")
+    prefix = scheme + ":"
+    if not spec.startswith(prefix):
+        raise SpecError(f"model spec {spec!r}: {usage}")
+    body, _, query = spec[len(prefix):].partition("?")
+    model, _, base_url = body.partition("@")
+    model, base_url = model.strip(), base_url.strip().rstrip("/") or default_base_url
+    if not model:
+        raise SpecError(f"model spec {spec!r} names no model: {usage}")
+    if not base_url.startswith(("http://", "https://")):
+        raise SpecError(f"model spec {spec!r}: BASE_URL {base_url!r} must start with http:// or https://")
+    options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
+    unknown = set(options) - {"key_env", "concurrency", "timeout"}
+    if unknown:
+        raise SpecError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; {usage}")
+    try:
+        concurrency = int(options.get("concurrency", default_concurrency))
+        timeout = float(options.get("timeout", default_timeout))
+    except ValueError as exc:
+        raise SpecError(f"model spec {spec!r}: concurrency must be an integer and timeout a number "
+                        f"of seconds ({exc})") from None
+    if concurrency < 1 or timeout <= 0:
+        raise SpecError(f"model spec {spec!r}: concurrency must be >= 1 and timeout > 0")
+    key_env = options.get("key_env") or default_key_env
+    api_key = os.environ.get(key_env) or None
+    if api_key is None and base_url == default_base_url:
+        raise SpecError(f"model spec {spec!r}: the hosted API needs a key; set ${key_env} "
+                        f"(or name another variable with ?key_env=NAME)")
+    return RemoteSpec(scheme, model, base_url, key_env, api_key, concurrency, timeout)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms`, or `Retry-After` as seconds or an HTTP date."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable header: fall back to our own backoff
+    now = time.time() if now is None else now
+    return max(when.timestamp() - now, 0.0)
+
+
+def _error_detail(response: httpx.Response) -> str:
+    """The server's own error message (OpenAI and Anthropic both use {"error": {"message": ...}})."""
+    try:
+        body = response.json()
+        message = body["error"]["message"] if isinstance(body.get("error"), dict) else body["error"]
+        return str(message)[:_MAX_ERROR_DETAIL]
+    except Exception:  # any non-JSON or other shape: show the raw start
+        return response.text[:_MAX_ERROR_DETAIL]
+
+
+def error_for_status(response: httpx.Response, what: str) -> RemoteError:
+    """The BackendError for an HTTP error status."""
+    status = response.status_code
+    retryable = status in RETRYABLE_STATUSES or status >= 500
+    kind = ("rate_limit" if status == 429 else "server_error" if status >= 500
+            else "timeout" if status == 408 else "client_error")
+    return RemoteError(f"{what}: HTTP {status}: {_error_detail(response)}", kind=kind,
+                       retryable=retryable, status=status,
+                       retry_after=parse_retry_after(response.headers) if retryable else None)
+
+
+def bad_response(what: str, problem: str) -> RemoteError:
+    """A 200 whose body is unusable (truncated JSON, no choices, no content): retryable,
+    since a proxy or an overloaded server produces these and a retry usually succeeds."""
+    return RemoteError(f"{what}: {problem}", kind="bad_response", retryable=True)
+
+
+def make_client(remote: RemoteSpec, headers: Mapping[str, str]) -> httpx.AsyncClient:
+    """An AsyncClient whose pool matches the backend's concurrency.
+
+    No transport retries (the retry layer does that) and no pool timeout: the
+    runner bounds concurrency, so a request waiting for a free connection is normal."""
+    return httpx.AsyncClient(
+        base_url=remote.base_url,
+        headers=dict(headers),
+        timeout=httpx.Timeout(remote.timeout, connect=min(10.0, remote.timeout), pool=None),
+        limits=httpx.Limits(max_connections=remote.concurrency,
+                            max_keepalive_connections=remote.concurrency),
+    )
+
+
+class LoopBoundClient:
+    """One AsyncClient per event loop: an httpx pool cannot outlive the loop that made it
+    (tests and CLIs may call asyncio.run several times on one backend)."""
+
+    def __init__(self, remote: RemoteSpec, headers: Mapping[str, str]):
+        self._remote = remote
+        self._headers = dict(headers)
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            # A client of a finished loop cannot be closed any more; dropping it frees it.
+            self._client, self._loop = make_client(self._remote, self._headers), loop
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None and self._loop is asyncio.get_running_loop():
+            await self._client.aclose()
+        self._client = self._loop = None
+
+
+async def post_json(client: httpx.AsyncClient, path: str, payload: Mapping[str, Any],
+                    what: str) -> Mapping[str, Any]:
+    """POST JSON and return the decoded object; every failure becomes a RemoteError."""
+    try:
+        response = await client.post(path, json=payload)
+    except httpx.TimeoutException as exc:
+        raise RemoteError(f"{what}: timed out ({type(exc).__name__})", kind="timeout",
+                          retryable=True) from exc
+    except httpx.RequestError as exc:  # connect errors, resets, a server that hung up
+        detail = str(exc) or "the server closed the connection without a response"
+        raise RemoteError(f"{what}: connection error ({type(exc).__name__}: {detail})",
+                          kind="connection", retryable=True) from exc
+    if response.status_code >= 400:
+        raise error_for_status(response, what)
+    try:
+        body = response.json()
+    except ValueError:
+        raise bad_response(what, f"truncated JSON (HTTP {response.status_code}, "
+                                 f"{len(response.content)} bytes: {response.text[:80]!r})") from None
+    if not isinstance(body, dict):
+        raise bad_response(what, f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def fetch_json_sync(url: str, headers: Mapping[str, str], timeout: float = 5.0) -> Any | None:
+    """A best-effort GET used for metadata (e.g. /models); None on any failure."""
+    try:
+        response = httpx.get(url, headers=dict(headers), timeout=timeout)
+        response.raise_for_status()
+        return response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        log.info("metadata request %s failed: %s", url, exc)
+        return None
+
+
+def warn_once(seen: set[str], key: str, message: str) -> None:
+    """Log a warning the first time `key` comes up (e.g. a parameter a backend ignores)."""
+    if key not in seen:
+        seen.add(key)
+        log.warning(message)

@@ -1,0 +1,346 @@
+"""A GGUF model run in-process by llama.cpp (llama-cpp-python).
+
+Spec: ``llamacpp:/path/model.gguf`` with optional query options, e.g.
+``llamacpp:/models/qwen.gguf?n_ctx=4096&threads=2`` (see `LlamaCppOptions`).
+
+Two llama.cpp contexts share the memory-mapped weights, each created on first use:
+
+- the *generation* context (``logits_all=False``) renders chats with the GGUF's own
+  chat template and decodes;
+- the *scoring* context (``logits_all=True``: it keeps the logits of every evaluated
+  position, which costs time and an n_ctx x vocabulary buffer) computes log-likelihoods,
+  and serves generations that ask for top logprobs.
+
+Log-likelihoods never use ``echo=True`` prompt logprobs: llama-cpp-python scores the
+first prompt token against nothing, which is wrong for models without a BOS token
+(Qwen). Instead the shared context is evaluated once, each continuation is evaluated
+on top of it, and its tokens are scored from the logits rows (see `_score_sync`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
+from urllib.parse import parse_qsl
+
+import numpy as np
+from scipy.special import log_softmax
+
+from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
+from ..core.types import (
+    GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob)
+from .model_files import file_sha256
+
+_T = TypeVar("_T")
+
+SCHEME = "llamacpp"
+
+
+@dataclass(frozen=True)
+class LlamaCppOptions:
+    """How llama.cpp runs the model; set in the spec's query string (``?n_ctx=8192``)."""
+
+    n_ctx: int = 4096
+    """Context window in tokens (prompt + generation); bounded by the model's training context."""
+
+    threads: int | None = None
+    """CPU threads; None uses os.cpu_count()."""
+
+    n_batch: int = 512
+    """Prompt tokens decoded per llama.cpp batch."""
+
+    n_gpu_layers: int = 0
+    """Layers offloaded to a GPU when llama.cpp was built with one (-1: all)."""
+
+    @classmethod
+    def from_query(cls, query: str, *, spec: str) -> LlamaCppOptions:
+        known = {f.name for f in fields(cls)}
+        values: dict[str, int] = {}
+        try:
+            pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+        except ValueError as err:
+            raise SpecError(f"{spec}: malformed options {query!r} ({err})") from None
+        for key, raw in pairs:
+            if key not in known:
+                raise SpecError(f"{spec}: unknown option {key!r}; known options: {', '.join(sorted(known))}")
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                raise SpecError(f"{spec}: option {key}={raw!r} must be an integer") from None
+        return cls(**values)
+
+    @property
+    def n_threads(self) -> int:
+        return self.threads or os.cpu_count() or 1
+
+
+def parse_spec(spec: str) -> tuple[Path, LlamaCppOptions]:
+    """'llamacpp:PATH[?opt=value&...]' -> (path, options); the file must exist."""
+    scheme, sep, rest = spec.partition(":")
+    if scheme != SCHEME or not sep or not rest:
+        raise SpecError(f"not a llama.cpp spec: {spec!r} (expected 'llamacpp:/path/model.gguf')")
+    path_text, _, query = rest.partition("?")
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise SpecError(f"{spec}: model file not found: {path}")
+    return path, LlamaCppOptions.from_query(query, spec=spec)
+
+
+def from_spec(spec: str) -> LlamaCppBackend:
+    path, options = parse_spec(spec)
+    return LlamaCppBackend(path, spec=spec, options=options)
+
+
+class LlamaCppBackend(BaseBackend):
+    """A GGUF model in-process; one llama.cpp call at a time per model."""
+
+    def __init__(self, model_path: str | Path, *, spec: str | None = None,
+                 options: LlamaCppOptions = LlamaCppOptions(), model_sha256: str | None = None):
+        self.model_path = Path(model_path)
+        self.spec = spec or f"{SCHEME}:{self.model_path}"
+        self.options = options
+        self._model_sha256 = model_sha256
+        self.capabilities = Capabilities(
+            generate=True, loglikelihood=True, next_token_logprobs=True,
+            context_length=options.n_ctx, max_concurrency=1, penalties=True, seed=True)
+        # Threading locks, taken inside the worker thread: a cancelled await must not release
+        # the model while its llama.cpp call is still running. Tokenizing and reading metadata
+        # need no call lock (llama.cpp's vocabulary is read-only), only a loaded model.
+        self._call_lock = threading.Lock()
+        self._load_lock = threading.Lock()
+        self._generator: Any = None  # llama_cpp.Llama, logits_all=False
+        self._scorer: Any = None  # llama_cpp.Llama, logits_all=True
+
+    # --- loading -----------------------------------------------------------------------------
+
+    def _load(self, *, logits_all: bool) -> Any:
+        import llama_cpp  # imported late: it loads a shared library
+
+        try:
+            return llama_cpp.Llama(
+                model_path=str(self.model_path), n_ctx=self.options.n_ctx,
+                n_batch=self.options.n_batch, n_threads=self.options.n_threads,
+                n_gpu_layers=self.options.n_gpu_layers, logits_all=logits_all, verbose=False)
+        except (ValueError, RuntimeError) as err:
+            raise BackendError(f"{self.spec}: llama.cpp could not load {self.model_path}: {err}") from err
+
+    def _generation_model(self) -> Any:
+        with self._load_lock:
+            if self._generator is None:
+                self._generator = self._load(logits_all=False)
+            return self._generator
+
+    def _scoring_model(self) -> Any:
+        with self._load_lock:
+            if self._scorer is None:
+                self._scorer = self._load(logits_all=True)
+            return self._scorer
+
+    def _tokenizer_model(self) -> Any:
+        """Any loaded context serves for tokens and metadata; load the generation one if none is."""
+        scorer = self._scorer
+        return scorer if scorer is not None else self._generation_model()
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        def locked() -> _T:
+            with self._call_lock:
+                return fn(*args)
+
+        return await asyncio.to_thread(locked)
+
+    # --- identity and tokens -----------------------------------------------------------------
+
+    def chat_template(self) -> str | None:
+        """The GGUF's 'tokenizer.chat_template' metadata, None when the file has none."""
+        return self._tokenizer_model().metadata.get("tokenizer.chat_template")
+
+    def identity(self) -> Mapping[str, Any]:
+        import llama_cpp
+
+        if self._model_sha256 is None:
+            self._model_sha256 = file_sha256(self.model_path)
+        return {
+            "engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
+            "model_sha256": self._model_sha256,
+            "chat_template": self.chat_template(),
+            "n_ctx": self.options.n_ctx,
+        }
+
+    def _tokenize(self, text: str, *, add_bos: bool) -> list[int]:
+        # special=True: control-token text such as '<|im_start|>' becomes the control token,
+        # as Hugging Face tokenizers (and lm-eval on them) do.
+        return self._tokenizer_model().tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def count_tokens(self, text: str) -> int | None:
+        return len(self._tokenize(text, add_bos=False))
+
+    def _model_adds_bos(self, llm: Any) -> bool:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_vocab_get_add_bos(llama_cpp.llama_model_get_vocab(llm.model)))
+
+    # --- generation --------------------------------------------------------------------------
+
+    async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        return await self._run(self._generate_sync, request)
+
+    def _render_chat(self, llm: Any, request: GenerateRequest) -> str:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError(
+                f"{self.spec}: {self.model_path.name} has no chat template in its metadata "
+                "('tokenizer.chat_template'); use an instruct GGUF or a log-likelihood task")
+
+        def special_text(token_id: int) -> str:
+            return "" if token_id < 0 else llm.detokenize([token_id], special=True).decode("utf-8", "replace")
+
+        formatter = Jinja2ChatFormatter(
+            template=template, eos_token=special_text(llm.token_eos()),
+            bos_token=special_text(llm.token_bos()), add_generation_prompt=True)
+        rendered = formatter(messages=[{"role": m.role, "content": m.content} for m in request.messages])
+        return rendered.prompt
+
+    def _generate_sync(self, request: GenerateRequest) -> GenerateResponse:
+        params = request.params
+        # llama-cpp-python only returns logprobs from a logits_all context.
+        llm = self._scoring_model() if params.top_logprobs > 0 else self._generation_model()
+        if llm is self._scorer:
+            # Scoring moves n_tokens without a decode, so the context's current logits may not
+            # belong to the last cached token: make create_completion evaluate from scratch.
+            llm.reset()
+        prompt_text = self._render_chat(llm, request)
+        prompt_tokens = llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
+        bos = llm.token_bos()
+        if self._model_adds_bos(llm) and bos >= 0 and prompt_tokens[:1] != [bos]:
+            # Templates that do not write the BOS themselves get it here, as llama.cpp server does.
+            prompt_tokens = [bos, *prompt_tokens]
+            prompt_text = llm.detokenize([bos], special=True).decode("utf-8", "replace") + prompt_text
+        if len(prompt_tokens) >= self.options.n_ctx:
+            raise BackendError(
+                f"{self.spec}: the prompt has {len(prompt_tokens)} tokens, the context window "
+                f"n_ctx={self.options.n_ctx}; shorten the prompt or raise n_ctx (?n_ctx=...)")
+        sampled = params.temperature > 0
+        try:
+            # Pre-tokenized prompt: llama-cpp-python adds no BOS of its own to a token list.
+            # top_k=0 and min_p=0 switch off llama.cpp's extra samplers so that temperature and
+            # top_p mean what they mean in the OpenAI API.
+            result = llm.create_completion(
+                prompt_tokens, max_tokens=params.max_tokens, temperature=params.temperature,
+                top_p=params.top_p if sampled else 1.0, top_k=0, min_p=0.0, repeat_penalty=1.0,
+                stop=list(params.stop), seed=params.seed,
+                frequency_penalty=params.frequency_penalty, presence_penalty=params.presence_penalty,
+                logprobs=params.top_logprobs or None)
+        except (ValueError, RuntimeError) as err:
+            raise BackendError(f"{self.spec}: llama.cpp generation failed: {err}") from err
+        choice = result["choices"][0]
+        usage = result["usage"]
+        return GenerateResponse(
+            text=choice["text"], finish_reason=choice["finish_reason"] or "stop",
+            prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
+            prompt_text=prompt_text, logprobs=_token_logprobs(choice.get("logprobs")))
+
+    # --- log-likelihood ----------------------------------------------------------------------
+
+    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        return await self._run(self._score_sync, request)
+
+    def encode_request(self, context: str, continuations: tuple[str, ...]) -> tuple[list[int], list[list[int]]]:
+        """Token ids of the shared context and of each continuation, split as lm-eval splits them.
+
+        Trailing whitespace of the context moves onto the continuations (so ' A' tokenizes as
+        it would inside running text); a continuation's tokens are those of context +
+        continuation after the context's tokens, or the continuation alone where the joint
+        tokenization does not start with the context's tokens. An empty context becomes the
+        BOS token (EOS where the model has none), so the first token has something to follow."""
+        llm = self._tokenizer_model()
+        stripped = context.rstrip()
+        moved = context[len(stripped):]
+        adds_bos = self._model_adds_bos(llm)
+        if stripped:
+            context_tokens = self._tokenize(stripped, add_bos=adds_bos)
+        else:
+            prefix = llm.token_bos() if llm.token_bos() >= 0 else llm.token_eos()
+            context_tokens = [prefix]
+        continuation_tokens = []
+        for continuation in continuations:
+            whole = self._tokenize(stripped + moved + continuation, add_bos=adds_bos) if stripped else []
+            if stripped and whole[:len(context_tokens)] == context_tokens:
+                continuation_tokens.append(whole[len(context_tokens):])
+            else:
+                continuation_tokens.append(self._tokenize(moved + continuation, add_bos=False))
+        return context_tokens, continuation_tokens
+
+    def _score_sync(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        import llama_cpp
+
+        llm = self._scoring_model()
+        context_tokens, continuation_tokens = self.encode_request(request.context, request.continuations)
+        n_context = len(context_tokens)
+        if any(not tokens for tokens in continuation_tokens):
+            empty = [c for c, t in zip(request.continuations, continuation_tokens) if not t]
+            raise BackendError(f"{self.spec}: continuation(s) {empty!r} have no tokens to score")
+        # The last continuation token is scored but never evaluated, hence the - 1.
+        positions = n_context + max(len(tokens) for tokens in continuation_tokens) - 1
+        if positions > self.options.n_ctx:
+            raise BackendError(
+                f"{self.spec}: context ({n_context} tokens) + longest continuation needs {positions} "
+                f"positions, more than n_ctx={self.options.n_ctx}; shorten the context or raise n_ctx "
+                "(?n_ctx=...)")
+        try:
+            # KV reuse across requests: keep the longest prefix of the context that is already
+            # evaluated (llm.eval drops the KV cells past llm.n_tokens itself).
+            reused = min(llama_cpp.Llama.longest_token_prefix(llm.input_ids[:llm.n_tokens].tolist(),
+                                                              context_tokens), n_context)
+            llm.n_tokens = reused
+            if reused < n_context:
+                llm.eval(context_tokens[reused:])
+            # else the logits row of the last context token, kept in llm.scores, is still valid
+            evaluated = n_context - reused
+            logprobs, greedy = [], []
+            for tokens in continuation_tokens:
+                llm.n_tokens = n_context
+                # The last continuation token's own logits are never needed: only the rows
+                # before each token score it. One-token continuations cost no evaluation at all.
+                if len(tokens) > 1:
+                    llm.eval(tokens[:-1])
+                    evaluated += len(tokens) - 1
+                rows = llm.scores[n_context - 1:n_context - 1 + len(tokens)].astype(np.float64)
+                token_logprobs = log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens]
+                logprobs.append(float(token_logprobs.sum()))
+                greedy.append(bool((rows.argmax(axis=-1) == np.asarray(tokens)).all()))
+        except (ValueError, RuntimeError) as err:
+            llm.n_tokens = 0  # the KV state is unknown after a failed decode: reuse nothing
+            raise BackendError(f"{self.spec}: llama.cpp evaluation failed: {err}") from err
+        return LoglikelihoodResponse(
+            logprobs=tuple(logprobs), is_greedy=tuple(greedy),
+            continuation_tokens=tuple(len(t) for t in continuation_tokens),
+            context_tokens=n_context, tokens_evaluated=evaluated)
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    def _close_sync(self) -> None:
+        with self._load_lock:
+            for llm in (self._generator, self._scorer):
+                if llm is not None:
+                    llm.close()
+            self._generator = self._scorer = None
+
+    async def aclose(self) -> None:
+        await self._run(self._close_sync)
+
+
+def _token_logprobs(raw: Mapping[str, Any] | None) -> tuple[TokenLogprob, ...] | None:
+    """llama-cpp-python's OpenAI-style completion logprobs -> TokenLogprob per generated token."""
+    if not raw:
+        return None
+    return tuple(
+        TokenLogprob(token=token, logprob=float(logprob),
+                     top=tuple(sorted(((t, float(lp)) for t, lp in (top or {}).items()),
+                                      key=lambda item: -item[1])))
+        for token, logprob, top in zip(raw["tokens"], raw["token_logprobs"], raw["top_logprobs"]))

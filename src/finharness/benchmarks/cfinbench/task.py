@@ -1,0 +1,398 @@
+"""CFinBench (Nie et al. 2024, arXiv 2407.02301): the official evaluation, the seed's metric, and
+extraction you can audit. Runs any exam in the same layout (e.g. CPA converted from IDEAFinBench).
+
+Data layout: `ROOT/{dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl`, one object
+per line: `text`, `OptionList` (single/multi), `Answer` ('B', 'ACD', '正确'/'错误'), optional
+`explanation`. `dev` is the few-shot pool, `val` is scored, `test` may lack answers (then nothing
+is scored and the Aggregate says so). Category names: ROOT/categories.json, CFinBench's own
+mapping, else the file stem (see categories.py).
+
+Sample ids: `SPLIT/TYPE/CAT/LINE`, LINE = the 0-based physical line of the item in its file
+(the official loader reads one object per line; with no blank lines it is the item index).
+
+Options (CLI keyword arguments):
+  split      'val' (default) | 'dev' | 'test'
+  shots      0 (default) | 3 -- 3-shot uses dev items 0, 1, 2 of the same category and type
+  method     'gen' (default) | 'll' -- 'll' is the official PPL config: single choice only
+  extract    'official' (default, the headline reproduces the paper) | 'robust'; both are always
+             computed and reported (the other one under its name as prefix)
+  truncate   'paper-2048' (default: right-truncate prompts over 2048 tokens, as the paper) | 'none'
+  types      comma-separated subset of single_choice,multi_choice,judgment (default: all; 'll': single)
+  max_tokens generation budget (default 256). Decoding is greedy (temperature 0, top_p 1); the paper
+             reports "greedy decoding" with temperature 1.0 and top_p 1.0 in its configs.
+
+Predictions: for `gen`, the raw model reply (str). For `ll`, a dict
+`{"choice": "B", "logprobs": {"A": -1.2, ...}, "continuation_tokens": {...}}`; `score` reads its
+"choice". A bare letter string works for both (as in `finharness score` JSONL files).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
+from ...data.errors import DataError
+from ...data.io import iter_jsonl
+from ...extract.choices import UNPARSEABLE, parse_options
+from .categories import (QUESTION_TYPES, Category, load_category_names, natural_key,
+                         resolve_category)
+from .extraction import EXTRACTION_MODES, Reading, official_postprocess, read_gold, read_reply
+from .prompts import (SHOTS, TRUNCATION_POLICIES, loglikelihood_context, loglikelihood_continuation,
+                      question_text, right_truncate, three_shot_prompt, zero_shot_prompt)
+from .scoring import (SCORING_MODES, ScoredItem, present_types, renormalised_weights, score_answer, summarise,
+                      value_key)
+
+SPLITS: tuple[str, ...] = ("dev", "val", "test")
+"""Official splits: dev = few-shot pool, val = scored, test = may lack answers."""
+
+METHODS: tuple[str, ...] = ("gen", "ll")
+"""Generation, or the official log-likelihood (PPL) method for single choice."""
+
+LAYOUT_HINT = ("expected ROOT/{dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl; "
+               "pass --data-dir ROOT (CFinBench has no public copy: use your own, or "
+               "`finharness data convert ideafinbench` for CPA)")
+
+
+@dataclass(frozen=True)
+class CFinBenchOptions:
+    """Everything that changes CFinBench's requests or scores (the task's part of the run key)."""
+
+    split: str = "val"
+    """Which split is evaluated."""
+
+    shots: int = 0
+    """0 or 3 in-context examples from dev."""
+
+    method: str = "gen"
+    """'gen' (generate and extract) or 'll' (most likely option letter; single choice only)."""
+
+    extract: str = "official"
+    """Extraction mode of the headline; the other one is reported beside it."""
+
+    truncate: str = "paper-2048"
+    """Named truncation policy (prompts.TRUNCATION_POLICIES)."""
+
+    types: tuple[str, ...] = QUESTION_TYPES
+    """Question types evaluated."""
+
+    max_tokens: int = 256
+    """Generation budget per reply."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "CFinBenchOptions":
+        """Options as the CLI passes them (strings allowed); a bad value names the allowed ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"cfinbench: unknown option(s) {unknown}; known: {sorted(known)}")
+        values = {k: v for k, v in options.items() if v is not None}
+        method = str(values.get("method", "gen"))
+        types = values.get("types", ("single_choice",) if method == "ll" else QUESTION_TYPES)
+        if isinstance(types, str):
+            types = tuple(t.strip() for t in types.split(",") if t.strip())
+        parsed = cls(split=str(values.get("split", "val")), shots=int(values.get("shots", 0)), method=method,
+                     extract=str(values.get("extract", "official")),
+                     truncate=str(values.get("truncate", "paper-2048")), types=tuple(types),
+                     max_tokens=int(values.get("max_tokens", 256)))
+        parsed._validate()
+        return parsed
+
+    def _validate(self) -> None:
+        checks = [("split", self.split, SPLITS), ("shots", self.shots, (0, SHOTS)), ("method", self.method, METHODS),
+                  ("extract", self.extract, EXTRACTION_MODES),
+                  ("truncate", self.truncate, tuple(TRUNCATION_POLICIES))]
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ValueError(f"cfinbench: {name}={value!r} is not one of {list(allowed)}")
+        bad = [t for t in self.types if t not in QUESTION_TYPES]
+        if bad or not self.types:
+            raise ValueError(f"cfinbench: types={list(self.types)}; choose from {list(QUESTION_TYPES)}")
+        if self.method == "ll" and self.types != ("single_choice",):
+            raise ValueError("cfinbench: method 'll' is the official log-likelihood config for single choice "
+                             "only; use types=single_choice or method=gen")
+        if self.method == "ll" and self.shots != 0:
+            raise ValueError("cfinbench: the official log-likelihood config is 0-shot; use shots=0")
+        if self.max_tokens < 1:
+            raise ValueError("cfinbench: max_tokens must be at least 1")
+
+
+@dataclass(frozen=True)
+class ExamItem:
+    """One question as read from a file in the CFinBench layout."""
+
+    text: str
+    """The question (without options)."""
+
+    options: tuple[str, ...]
+    """OptionList ('A. …'); empty for judgment."""
+
+    answer: str | None
+    """The raw gold Answer; None when the split has none (test)."""
+
+
+def read_exam_file(path: Path, question_type: str, *, answers_required: bool) -> list[tuple[int, ExamItem]]:
+    """(1-based line, item) for every item of one file; bad items raise DataError naming file and line."""
+    items = []
+    for line, obj in iter_jsonl(path):
+        text = obj.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise DataError("missing or empty field 'text' (the question)", path=path, line=line)
+        options: tuple[str, ...] = ()
+        if question_type != "judgment":
+            raw = obj.get("OptionList")
+            if not isinstance(raw, list) or not raw or not all(isinstance(o, str) for o in raw):
+                raise DataError("missing field 'OptionList' (a list of strings like 'A. …')", path=path, line=line)
+            options = tuple(raw)
+        answer = obj.get("Answer")
+        if answer in (None, ""):
+            if answers_required:
+                raise DataError("missing field 'Answer'", path=path, line=line,
+                                hint="dev and val items need a gold answer; only test may lack one")
+            answer = None
+        elif not isinstance(answer, str) or not official_postprocess(answer, question_type):
+            expected = "'正确' or '错误'" if question_type == "judgment" else "option letters such as 'B' or 'ACD'"
+            raise DataError(f"Answer {answer!r} is not {expected}", path=path, line=line)
+        elif question_type != "judgment":
+            letters = set(parse_options(options))
+            outside = sorted(set(official_postprocess(answer, question_type)) - letters)
+            if outside:
+                raise DataError(f"Answer {answer!r} names option(s) {outside} that the OptionList lacks",
+                                path=path, line=line)
+        items.append((line, ExamItem(text, options, answer)))
+    return items
+
+
+class CFinBenchTask(Task):
+    """CFinBench: Chinese financial exams, single / multiple choice and judgment."""
+
+    name: ClassVar[str] = "cfinbench"
+    description: ClassVar[str] = ("CFinBench (arXiv 2407.02301): 43 categories of Chinese financial exams; "
+                                  "final = 0.4·single + 0.4·multiple + 0.2·judgment; any exam in its layout")
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = CFinBenchOptions.parse(options)
+        super().__init__(**asdict(self.settings))
+        self._categories: dict[str, Category] = {}
+        self._tokens_uncountable = False
+
+    # --- loading ------------------------------------------------------------------------------
+
+    @staticmethod
+    def resolve_root(data_dir: Path | None) -> Path:
+        """--data-dir ROOT, else $FINHARNESS_DATA_DIR/cfinbench."""
+        if data_dir is not None:
+            return Path(data_dir)
+        env = os.environ.get("FINHARNESS_DATA_DIR")
+        if env:
+            return Path(env) / "cfinbench"
+        raise DataError("no data directory given", hint=LAYOUT_HINT)
+
+    def load(self, data_dir: Path | None) -> list[Sample]:
+        root = self.resolve_root(data_dir)
+        split = self.settings.split
+        split_dir = root / split
+        if not split_dir.is_dir():
+            raise DataError(f"no {split!r} split folder", path=split_dir, hint=LAYOUT_HINT)
+        declared = load_category_names(root)
+        samples: list[Sample] = []
+        for question_type in self.settings.types:
+            type_dir = split_dir / question_type
+            if not type_dir.is_dir():
+                continue  # an exam may lack a type (CPA has no judgment); aggregate renormalises
+            for path in sorted(type_dir.glob("*.jsonl"), key=lambda p: natural_key(p.stem)):
+                category = resolve_category(path.stem, declared)
+                self._categories[category.id] = category
+                examples = self._examples(root, question_type, category.id) if self.settings.shots else None
+                for line, item in read_exam_file(path, question_type, answers_required=split != "test"):
+                    samples.append(self._sample(item, question_type, category, path, line, examples))
+        if not samples:
+            raise DataError(f"no question files for types {list(self.settings.types)}", path=split_dir,
+                            hint=LAYOUT_HINT)
+        return samples
+
+    def _examples(self, root: Path, question_type: str, category_id: str) -> list[list[str]]:
+        """Dev items 0, 1, 2 of the category and type, as [question_text, Answer] pairs."""
+        path = root / "dev" / question_type / f"{category_id}.jsonl"
+        if not path.exists():
+            raise DataError("file not found (3-shot prompts take dev items 0, 1, 2 of the same category and type)",
+                            path=path, hint="add the dev file or use shots=0")
+        items = read_exam_file(path, question_type, answers_required=True)
+        if len(items) < SHOTS:
+            raise DataError(f"3-shot needs {SHOTS} dev items, the file has {len(items)}", path=path,
+                            hint="add dev items or use shots=0")
+        return [[question_text(item.text, item.options), item.answer] for _, item in items[:SHOTS]]
+
+    def _sample(self, item: ExamItem, question_type: str, category: Category, path: Path, line: int,
+                examples: list[list[str]] | None) -> Sample:
+        split = self.settings.split
+        inputs: dict[str, Any] = {"text": item.text, "options": list(item.options), "type": question_type,
+                                  "category": category.id, "category_name": category.zh}
+        if examples is not None:
+            inputs["examples"] = examples
+        metadata = {"split": split, "type": question_type, "category": category.id, "category_en": category.en,
+                    "group": category.group, "group_name": category.group_name, "source": f"{path}:{line}"}
+        return Sample(id=f"{split}/{question_type}/{category.id}/{line - 1}", input=inputs, target=item.answer,
+                      metadata=metadata)
+
+    # --- prompting and solving ----------------------------------------------------------------
+
+    def prompt(self, sample: Sample) -> str:
+        """The exact text sent: the generation prompt, or the log-likelihood context for 'll'."""
+        inputs = sample.input
+        question = question_text(inputs["text"], inputs["options"])
+        if self.settings.method == "ll":
+            return loglikelihood_context(inputs["type"], inputs["category_name"], question)
+        if self.settings.shots:
+            examples = [tuple(pair) for pair in inputs["examples"]]
+            return three_shot_prompt(inputs["type"], inputs["category_name"], question, examples)
+        return zero_shot_prompt(inputs["type"], inputs["category_name"], question)
+
+    @property
+    def generate_params(self) -> GenerateParams:
+        """Greedy decoding, as the paper's runs."""
+        return GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0, top_p=1.0)
+
+    def _truncate(self, text: str, model: Any) -> str:
+        """Apply the named truncation policy; a cut is recorded through note_truncation."""
+        policy = TRUNCATION_POLICIES[self.settings.truncate]
+        if policy.max_prompt_tokens is None:
+            return text
+        cut = right_truncate(text, policy.max_prompt_tokens, model.count_tokens)
+        if cut is None:
+            self._tokens_uncountable = True
+            return text
+        if cut != text:
+            model.note_truncation(policy.name, f"prompt cut to its first {policy.max_prompt_tokens} tokens "
+                                               f"({len(text)} -> {len(cut)} characters)")
+        return cut
+
+    async def solve(self, sample: Sample, models: Models) -> Any:
+        model = models.model
+        prompt = self._truncate(self.prompt(sample), model)
+        if self.settings.method == "gen":
+            response = await model.chat((Message("user", prompt),), self.generate_params)
+            return response.text
+        letters = sorted(parse_options(sample.input["options"]))
+        request = LoglikelihoodRequest(prompt, tuple(loglikelihood_continuation(x) for x in letters))
+        response = await model.loglikelihood(request)
+        # the official PPL inferencer takes the lowest perplexity; with one shared context and
+        # equally long continuations that is the highest continuation log-likelihood (first on ties)
+        best = max(range(len(letters)), key=lambda i: response.logprobs[i])
+        return {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs)),
+                "continuation_tokens": dict(zip(letters, response.continuation_tokens))}
+
+    # --- scoring --------------------------------------------------------------------------------
+
+    def read(self, sample: Sample, prediction: Any) -> dict[str, Reading]:
+        """The prediction under both extraction modes."""
+        if isinstance(prediction, Mapping):
+            choice = str(prediction.get("choice") or "")
+            return {mode: Reading(choice, "loglikelihood" if choice else UNPARSEABLE) for mode in EXTRACTION_MODES}
+        reply = "" if prediction is None else str(prediction)
+        return {mode: read_reply(reply, sample.input["type"], sample.input["options"], mode)
+                for mode in EXTRACTION_MODES}
+
+    def score(self, sample: Sample, prediction: Any) -> Score:
+        question_type = sample.input["type"]
+        readings = self.read(sample, prediction)
+        headline = readings[self.settings.extract]
+        extracted = {mode: readings[mode].answer for mode in EXTRACTION_MODES}
+        extracted["robust_rule"] = readings["robust"].rule
+        if sample.target is None:
+            return Score(None, {}, extracted, headline.rule, headline.parsed, "no gold answer in this split")
+        values = {}
+        for mode in EXTRACTION_MODES:
+            gold = read_gold(sample.target, question_type, mode)
+            for scoring in SCORING_MODES:
+                values[value_key(mode, scoring)] = score_answer(readings[mode].answer, gold, question_type, scoring)
+        return Score(values[value_key(self.settings.extract, "strict")], values, extracted, headline.rule,
+                     headline.parsed)
+
+    # --- aggregation ------------------------------------------------------------------------------
+
+    def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
+        by_id = {sample.id: sample for sample in samples}
+        headline = self.settings.extract
+        scored: list[tuple[Sample, ScoredItem]] = []
+        rules: Counter[str] = Counter()
+        failed = unscored = truncated = 0
+        for record in records:
+            sample = by_id.get(record.id)
+            if sample is None:
+                continue  # not part of this load (e.g. --limit changed)
+            if record.failed or record.score is None:
+                failed += 1
+                continue
+            truncated += _was_truncated(record)
+            extracted = record.score.extracted or {}
+            rules[extracted.get("robust_rule", record.score.rule or UNPARSEABLE)] += 1
+            if record.score.value is None:
+                unscored += 1
+                continue
+            scored.append((sample, ScoredItem(sample.input["type"], sample.input["category"], record.score.values,
+                                              {mode: bool(extracted.get(mode)) for mode in EXTRACTION_MODES})))
+        items = [item for _, item in scored]
+
+        groupings = {"category": lambda s: s.input["category"], "type": lambda s: s.input["type"],
+                     "group": lambda s: s.metadata["group"]}
+        groups = {}
+        for grouping, key_of in groupings.items():
+            buckets: dict[str, list[ScoredItem]] = {}
+            for sample, item in scored:
+                buckets.setdefault(key_of(sample), []).append(item)
+            groups[grouping] = {key: summarise(bucket, headline)
+                                for key, bucket in sorted(buckets.items(), key=lambda kv: natural_key(kv[0]))}
+
+        types = present_types(items)
+        notes = self._notes(items, types, failed, unscored, truncated)
+        extra = {
+            "headline": f"{headline} extraction, strict scoring: 'strict.score'",
+            "weights": renormalised_weights(types),
+            "counts": {"records": len(records), "scored": len(items), "failed": failed, "unscored": unscored,
+                       "truncated": truncated,
+                       "unparseable": {m: sum(not i.parsed[m] for i in items) for m in EXTRACTION_MODES}},
+            "robust_rules": dict(rules.most_common()),
+            "categories": {c.id: {"zh": c.zh, "en": c.en, "group": c.group, "group_name": c.group_name}
+                           for c in sorted(self._categories.values(), key=lambda c: natural_key(c.id))},
+            "generation": asdict(self.generate_params) if self.settings.method == "gen" else None,
+            "options": asdict(self.settings),
+        }
+        return Aggregate(metrics=summarise(items, headline), groups=groups, notes=notes, extra=extra)
+
+    def _notes(self, items: Sequence[ScoredItem], types: Sequence[str], failed: int, unscored: int,
+               truncated: int) -> list[str]:
+        notes = []
+        if not items and unscored:
+            notes.append(f"split {self.settings.split!r} has no gold answers: predictions were written, "
+                         f"nothing could be scored ({unscored} items)")
+        elif unscored:
+            notes.append(f"{unscored} items have no gold answer and are not scored")
+        if items and len(types) < len(QUESTION_TYPES):
+            weights = ", ".join(f"{t} {w:.3g}" for t, w in renormalised_weights(types).items())
+            notes.append(f"final score weights 0.4/0.4/0.2 (single/multiple/judgment) renormalised over the "
+                         f"types present: {weights}")
+        if self.settings.method == "ll":
+            notes.append("method 'll': single choice by option log-likelihood (the official PPL config); "
+                         "extraction modes do not apply")
+        if failed:
+            notes.append(f"{failed} samples failed (a model call failed for good) and are not scored")
+        policy = TRUNCATION_POLICIES[self.settings.truncate]
+        if truncated:
+            notes.append(f"{truncated} prompts right-truncated to {policy.max_prompt_tokens} tokens "
+                         f"(policy {policy.name})")
+        if self._tokens_uncountable and policy.max_prompt_tokens is not None:
+            notes.append(f"truncation policy {policy.name} could not be applied: the backend cannot count tokens")
+        return notes
+
+
+def _was_truncated(record: SampleRecord) -> bool:
+    """Whether the runner flagged this sample's prompt as cut (record metadata or a trace entry)."""
+    if record.metadata.get("truncated") or record.metadata.get("truncation"):
+        return True
+    return any(isinstance(entry, Mapping) and (entry.get("truncated") or entry.get("truncation"))
+               for entry in record.trace)

@@ -1,0 +1,20 @@
+"""Task registry: name -> "module:Class", imported only when used (fast start-up)."""
+
+from __future__ import annotations
+
+import importlib
+
+from ..core.task import Task
+
+TASKS: dict[str, str] = {
+    "demo": "finharness.benchmarks.demo.task:DemoTask",
+    "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
+}
+
+
+def task_class(name: str) -> type[Task]:
+    target = TASKS.get(name)
+    if target is None:
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))} (see `finharness list`)")
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)

@@ -1,0 +1,399 @@
+"""The `finharness` command line (typer + rich). Heavy imports happen inside commands: start-up stays fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from . import __version__
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="finharness: measure how well language models do real financial work.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"finharness {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    pass
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(code)
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """`-o key=value` pairs; values parsed as JSON when they are JSON (numbers, booleans), else strings."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            fail(f"option {pair!r} is not KEY=VALUE")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def resolve_data_dir(value: Optional[Path]) -> Optional[Path]:
+    if value is not None:
+        return value
+    try:
+        from .data.registry import default_data_dir
+    except ImportError:
+        env = os.environ.get("FINHARNESS_DATA_DIR")
+        return Path(env) if env else None
+    return default_data_dir()
+
+
+def versions() -> dict[str, Any]:
+    import platform
+    import subprocess
+    from importlib import metadata
+
+    out: dict[str, Any] = {"finharness": __version__, "python": platform.python_version(),
+                           "platform": platform.platform()}
+    for dist in ("numpy", "scipy", "pandas", "httpx", "llama_cpp_python"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        if sha.returncode == 0:
+            out["git_sha"] = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+class LiveProgress:
+    """done/total, ETA, tokens/s, cache hits, retries, failures: a rich bar on a terminal, lines otherwise."""
+
+    def __init__(self, label: str, enabled: bool = True):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.label = label
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.last_line = 0.0
+        self.progress = None
+        self.task_id = None
+
+    def __enter__(self) -> "LiveProgress":
+        if self.enabled and self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
+                                     console=self.console)
+            self.progress.__enter__()
+            self.task_id = self.progress.add_task(self.label, total=None, stats="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def __call__(self, c: Any) -> None:
+        if not self.enabled:
+            return
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        stats = (f"{c.completion_tokens / elapsed:.1f} tok/s  cache {c.cache_hits}  "
+                 f"retries {c.retries}  failures {c.failures}")
+        if self.progress is not None:
+            self.progress.update(self.task_id, total=c.samples_total, completed=c.samples_done, stats=stats)
+            return
+        now = time.perf_counter()
+        if c.samples_done == c.samples_total or now - self.last_line > 5:
+            self.last_line = now
+            rate = c.samples_done / elapsed
+            eta = (c.samples_total - c.samples_done) / rate if rate > 0 else float("nan")
+            self.console.print(f"{self.label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
+                               highlight=False)
+
+
+def _make_task(name: str, options: dict[str, Any]):
+    from .benchmarks.registry import task_class
+    from .core.runner import make_task
+
+    try:
+        cls = task_class(name)
+        return make_task(cls, options)
+    except (KeyError, ValueError, TypeError) as err:
+        fail(str(err.args[0] if isinstance(err, KeyError) else err))
+
+
+def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any]:
+    opts = {"split": split, "shots": shots, "method": method, "extract": extract, "mode": mode}
+    opts.update(parse_options(options or []))
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def _slug(text: str) -> str:
+    keep = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in text)
+    return keep.strip("_")[:80] or "run"
+
+
+@app.command()
+def run(
+    task: str = typer.Argument(..., help="Task name (see `finharness list`)."),
+    model: str = typer.Option("embedded", "--model", "-m", help="Model spec of the model under test."),
+    judge: Optional[str] = typer.Option(None, help="Model spec of the judge (tasks that judge)."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of the simulated user."),
+    limit: Optional[int] = typer.Option(None, help="Only the first N samples."),
+    data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default runs/TASK__MODEL)."),
+    store: Optional[Path] = typer.Option(None, help="Run store (default OUT/store.sqlite or $FINHARNESS_STORE)."),
+    concurrency: Optional[int] = typer.Option(None, help="Calls in flight per model."),
+    seed: int = typer.Option(0, help="Seed recorded in the run and passed to tasks that sample."),
+    split: Optional[str] = typer.Option(None, help="Data split (task-specific)."),
+    shots: Optional[int] = typer.Option(None, help="Few-shot examples (task-specific)."),
+    method: Optional[str] = typer.Option(None, help="gen | ll (task-specific)."),
+    extract: Optional[str] = typer.Option(None, help="Extraction mode: official | robust."),
+    mode: Optional[str] = typer.Option(None, help="Task mode (e.g. norag | rag | ideal)."),
+    truncate: str = typer.Option("error", help="Prompt budget policy: error | left | right."),
+    max_prompt_tokens: Optional[int] = typer.Option(None, help="Prompt budget below the context length."),
+    option: list[str] = typer.Option([], "--option", "-o", help="Further task options KEY=VALUE."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
+
+    Rerunning the same command resumes: completed calls come from the run store."""
+    import asyncio
+
+    from .backends import from_spec
+    from .core.backend import SpecError
+    from .core.runner import TRUNCATION_POLICIES, PromptBudget, run_task
+    from .core.store import RunStore
+    from .data.errors import DataError
+
+    if truncate not in TRUNCATION_POLICIES:
+        fail(f"--truncate must be one of {', '.join(TRUNCATION_POLICIES)}")
+    task_obj = _make_task(task, _task_options(split, shots, method, extract, mode, option))
+    out = out or Path("runs") / f"{_slug(task)}__{_slug(model)}"
+    store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
+                           else out / "store.sqlite")
+    try:
+        backends = {"model": from_spec(model)}
+        if judge:
+            backends["judge"] = from_spec(judge)
+        if user_model:
+            backends["user"] = from_spec(user_model)
+    except SpecError as err:
+        fail(str(err))
+    started = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    run_store = RunStore(store_path)
+    try:
+        with LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
+            result = asyncio.run(run_task(task_obj, backends, run_store, data_dir=resolve_data_dir(data_dir),
+                                          out_dir=out, limit=limit, concurrency=concurrency, seed=seed,
+                                          budget=PromptBudget(max_prompt_tokens, truncate), progress=progress,
+                                          versions=versions()))
+    except (DataError, SpecError, ValueError) as err:
+        fail(str(err))
+    finally:
+        run_store.close()
+    manifest = {"command": sys.argv, "started": started, "finished": time.time(), "run_key": result.results["run_key"],
+                "store": str(store_path), "data_dir": str(resolve_data_dir(data_dir)), "versions": versions(),
+                "config": result.results["config"]}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _print_results(result.results)
+    typer.echo(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
+    if result.results["status"] != "complete":
+        raise typer.Exit(1)
+
+
+def _print_results(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{results['task']}  {results.get('model', '')}  [{results.get('status', '')}]")
+    for col in ("metric", "value", "95% CI", "n"):
+        table.add_column(col)
+    for name, m in results["metrics"].items():
+        value = "—" if m["value"] is None else f"{m['value']:.4f}"
+        ci = "—" if not m["ci95"] else f"[{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]"
+        table.add_row(name, value, ci, str(m["n"]))
+    console = Console()
+    console.print(table)
+    c = results.get("counts", {})
+    if c:
+        console.print(f"samples {c.get('samples')}  scored {c.get('scored')}  failed {c.get('failed_samples')}  "
+                      f"unparseable {c.get('unparseable')}  truncated {c.get('truncated_samples')}  "
+                      f"calls {c.get('calls')}  cache hits {c.get('cache_hits')}  retries {c.get('retries')}  "
+                      f"failures {c.get('failures')}", highlight=False)
+    for note in results.get("notes", []):
+        console.print(f"note: {note}", highlight=False)
+
+
+@app.command()
+def score(
+    task: str = typer.Argument(..., help="Task name."),
+    predictions: Path = typer.Option(..., help='JSONL of {"id": ..., "prediction": ...}.'),
+    data_dir: Optional[Path] = typer.Option(None, help="Data root."),
+    out: Optional[Path] = typer.Option(None, help="Also write results.json and samples.jsonl here."),
+    split: Optional[str] = typer.Option(None),
+    shots: Optional[int] = typer.Option(None),
+    method: Optional[str] = typer.Option(None),
+    extract: Optional[str] = typer.Option(None, help="Extraction mode: official | robust."),
+    mode: Optional[str] = typer.Option(None),
+    option: list[str] = typer.Option([], "--option", "-o"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results JSON."),
+) -> None:
+    """Score predictions produced elsewhere, with the task's own extraction and scoring."""
+    from .core.runner import RunConfig, RunCounters, build_results, check_unique_ids, sample_line, score_records
+    from .core.store import content_key
+    from .data.errors import DataError
+    from .data.io import iter_jsonl
+
+    task_obj = _make_task(task, _task_options(split, shots, method, extract, mode, option))
+    started = time.perf_counter()
+    try:
+        samples = task_obj.load(resolve_data_dir(data_dir))
+        check_unique_ids(samples, task)
+        known = {s.id for s in samples}
+        raw: dict[str, dict[str, Any]] = {}
+        for line, obj in iter_jsonl(predictions):
+            if "id" not in obj or "prediction" not in obj:
+                raise DataError('each line needs "id" and "prediction"', path=predictions, line=line)
+            sid = str(obj["id"])
+            if sid not in known:
+                raise DataError(f"id {sid!r} is not a sample of task {task}", path=predictions, line=line)
+            if sid in raw:
+                raise DataError(f"duplicate id {sid!r}", path=predictions, line=line)
+            raw[sid] = {"prediction": obj["prediction"], "trace": []}
+    except DataError as err:
+        fail(str(err))
+    records = score_records(task_obj, samples, raw)
+    agg = task_obj.aggregate(samples, [r for r in records if r.score is not None])
+    config = RunConfig(task=task, task_config=dict(task_obj.config()), models={"model": {"predictions": str(predictions)}})
+    counters = RunCounters(samples_total=len(records), samples_done=len(records))
+    results = build_results(task_obj, config, agg, records, counters, model=f"predictions:{predictions}",
+                            wall_s=time.perf_counter() - started, versions=versions(),
+                            run_key=content_key(config.to_json()))
+    missing = len(samples) - len(raw)
+    if missing:
+        results["notes"].append(f"{missing} of {len(samples)} samples have no prediction and are not scored")
+        results["counts"]["missing_predictions"] = missing
+    if out is not None:
+        from .core.runner import _atomic_write
+
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out / "samples.jsonl", "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n"
+                                                     for r in records))
+        _atomic_write(out / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+    if as_json:
+        typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
+    else:
+        _print_results(results)
+
+
+@app.command("list")
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+    """Benchmarks and tasks, backends, datasets."""
+    from .backends import SCHEMES
+    from .benchmarks.registry import TASKS, task_class
+
+    tasks = []
+    for name in sorted(TASKS):
+        cls = task_class(name)
+        tasks.append({"name": name, "description": cls.description, "roles": list(cls.roles)})
+    datasets: list[dict[str, Any]] = []
+    try:
+        from .data.registry import load_registry
+
+        datasets = [{"name": d.name, "licence": d.licence, "available_here": d.available_here}
+                    for d in load_registry()]
+    except ImportError:
+        pass
+    listing = {"tasks": tasks, "backends": sorted(SCHEMES), "datasets": datasets}
+    if as_json:
+        typer.echo(json.dumps(listing, ensure_ascii=False, indent=2))
+        return
+    typer.echo("tasks:")
+    for t in tasks:
+        typer.echo(f"  {t['name']:<28} {t['description']}")
+    typer.echo("backends: " + ", ".join(listing["backends"]))
+    if datasets:
+        typer.echo("datasets: " + ", ".join(d["name"] for d in datasets))
+
+
+@app.command()
+def report(run_dirs: list[Path] = typer.Argument(..., help="Run directories holding results.json."),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """A leaderboard of runs (terminal table; HTML comes with the report issue)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = []
+    for d in run_dirs:
+        path = d / "results.json"
+        if not path.exists():
+            fail(f"{path}: no results.json (did the run finish?)")
+        res = json.loads(path.read_text(encoding="utf-8"))
+        for name, m in res["metrics"].items():
+            rows.append({"run": str(d), "task": res["task"], "model": res.get("model"), "metric": name, **m,
+                         "status": res.get("status")})
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    table = Table(title="finharness report")
+    for col in ("task", "model", "metric", "value", "95% CI", "n", "status"):
+        table.add_column(col)
+    for r in rows:
+        value = "—" if r["value"] is None else f"{r['value']:.4f}"
+        ci = "—" if not r["ci95"] else f"[{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
+        table.add_row(r["task"], str(r["model"]), r["metric"], value, ci, str(r["n"]), str(r["status"]))
+    Console().print(table)
+
+
+@app.command()
+def demo(model: str = typer.Option("embedded", "--model", "-m"),
+         out: Path = typer.Option(Path("runs/demo"), help="Run directory.")) -> None:
+    """Run the built-in demo exam on the embedded model and say where the results are."""
+    run(task="demo", model=model, judge=None, user_model=None, limit=None, data_dir=None, out=out, store=None,
+        concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
+        max_prompt_tokens=None, option=[], quiet=False)
+
+
+def _register_extensions() -> None:
+    """Sub-commands owned by other packages; each module imports its heavy parts lazily."""
+    from .data.cli import data_app
+    from .data.cli import register as register_data
+
+    register_data(app)
+    convert_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                              help="Convert other exam layouts into a benchmark's official layout.")
+    data_app.add_typer(convert_app, name="convert")
+    from .benchmarks.cfinbench.cli import register as register_cfinbench
+
+    register_cfinbench(convert_app)
+    from .markets.cli import register as register_markets
+    from .rating.cli import register as register_rating
+
+    register_markets(app)
+    register_rating(app)
+
+
+_register_extensions()
+
+
+def main() -> None:
+    app()

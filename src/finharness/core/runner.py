@@ -1,0 +1,430 @@
+"""The engine: load samples, solve them concurrently through the run store, score, write the run.
+
+Data flows one way: Task.load -> Task.solve (model calls through CachedModel:
+cache, one retry layer, budget, counters) -> Task.score -> Task.aggregate ->
+results.json / samples.jsonl / manifest.json, each written atomically at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..data.errors import DataError
+from .backend import Backend, BackendError, CallFailed
+from .metrics import metrics_json
+from .retry import RetryPolicy, call_with_retries
+from .store import RunStore, content_key
+from .task import Aggregate, Models, SampleRecord, Task
+from .types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
+                    LoglikelihoodResponse, Message, Sample, Score, TokenLogprob, to_jsonable)
+
+TRUNCATION_POLICIES = ("error", "left", "right")
+
+
+@dataclass
+class RunCounters:
+    """Everything a reader must see about how a run went; written to results.json['counts']."""
+
+    calls: int = 0
+    """Model calls actually made (not served from the store)."""
+    cache_hits: int = 0
+    """Calls served from the store."""
+    retries: int = 0
+    """Retried attempts (429, 5xx, timeouts...)."""
+    failures: int = 0
+    """Calls that failed for good after retries."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_evaluated: int = 0
+    """Prompt tokens a log-likelihood engine actually computed (KV reuse makes it small)."""
+    length_stops: int = 0
+    """Generations cut by max_tokens."""
+    budget_truncations: int = 0
+    """Prompts cut to fit the budget by a named policy."""
+    samples_done: int = 0
+    samples_total: int = 0
+    failure_messages: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "failure_messages"}
+        d["failure_examples"] = self.failure_messages[:10]
+        return d
+
+
+def response_from_json(kind: str, data: Mapping[str, Any]) -> GenerateResponse | LoglikelihoodResponse:
+    if kind == "generate":
+        d = dict(data)
+        if d.get("logprobs") is not None:
+            d["logprobs"] = tuple(TokenLogprob(t["token"], t["logprob"], tuple(tuple(x) for x in t.get("top", ())))
+                                  for t in d["logprobs"])
+        return GenerateResponse(**d)
+    d = dict(data)
+    for k in ("logprobs", "is_greedy", "continuation_tokens"):
+        d[k] = tuple(d[k])
+    return LoglikelihoodResponse(**d)
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """How prompts that do not fit are handled; part of the run key."""
+
+    max_prompt_tokens: int | None = None
+    """Cap below the model's context length (None: the context length minus max_tokens)."""
+
+    policy: str = "error"
+    """'error' (fail the sample, counted), 'left' (drop the start of the last user turn),
+    'right' (drop the end of the last user turn)."""
+
+
+class CachedModel:
+    """A backend seen through the store: what Task.solve uses (ModelHandle)."""
+
+    def __init__(self, backend: Backend, store: RunStore, counters: RunCounters, *, role: str = "model",
+                 concurrency: int | None = None, retry: RetryPolicy | None = None,
+                 budget: PromptBudget = PromptBudget(), trace: list[dict[str, Any]] | None = None,
+                 _shared: dict[str, Any] | None = None):
+        self.backend = backend
+        self.store = store
+        self.counters = counters
+        self.role = role
+        self.spec = backend.spec
+        self.capabilities = backend.capabilities
+        self.retry = retry or RetryPolicy()
+        self.budget = budget
+        self.trace = trace if trace is not None else []
+        if _shared is None:
+            limit = concurrency or backend.capabilities.max_concurrency or 1
+            _shared = {"sem": asyncio.Semaphore(limit), "identity": dict(backend.identity())}
+        self._shared = _shared
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self._shared["identity"]
+
+    def bind(self, trace: list[dict[str, Any]]) -> "CachedModel":
+        """The same model, recording into one sample's trace."""
+        return CachedModel(self.backend, self.store, self.counters, role=self.role, retry=self.retry,
+                           budget=self.budget, trace=trace, _shared=self._shared)
+
+    # -- ModelHandle ------------------------------------------------------------
+    def count_tokens(self, text: str) -> int | None:
+        return self.backend.count_tokens(text)
+
+    def _prompt_tokens(self, msgs: Sequence[Message]) -> int | None:
+        render = getattr(self.backend, "render_prompt", None)
+        if render is not None:
+            return self.backend.count_tokens(render(msgs))
+        counts = [self.backend.count_tokens(m.content) for m in msgs]
+        if any(c is None for c in counts):
+            return None
+        return sum(counts) + 4 * len(msgs)  # type: ignore[arg-type]
+
+    def _limit(self, max_tokens: int) -> int | None:
+        limits = []
+        if self.capabilities.context_length:
+            limits.append(self.capabilities.context_length - max_tokens)
+        if self.budget.max_prompt_tokens:
+            limits.append(self.budget.max_prompt_tokens)
+        return min(limits) if limits else None
+
+    def fits(self, messages: Sequence[Message], max_tokens: int) -> bool | None:
+        limit = self._limit(max_tokens)
+        if limit is None:
+            return None
+        used = self._prompt_tokens(messages)
+        return None if used is None else used <= limit
+
+    def note_truncation(self, policy: str, detail: str = "") -> None:
+        self.counters.budget_truncations += 1
+        self.trace.append({"role": self.role, "event": "truncation", "policy": policy, "detail": detail})
+
+    def _apply_budget(self, request: GenerateRequest) -> GenerateRequest:
+        if self.fits(request.messages, request.params.max_tokens) in (True, None):
+            return request
+        limit = self._limit(request.params.max_tokens)
+        if self.budget.policy == "error":
+            message = (f"prompt does not fit the budget of {limit} tokens (policy 'error'; "
+                       "use --truncate left|right to cut it)")
+            self.counters.failures += 1
+            self.counters.failure_messages.append(f"{self.role}: {message}")
+            raise CallFailed(message, attempts=0, kind="prompt-too-long")
+        msgs = list(request.messages)
+        last_user = max(i for i, m in enumerate(msgs) if m.role == "user")
+        text = msgs[last_user].content
+        lo, hi = 0, len(text)  # longest cut of the last user turn that fits (binary search on characters)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            piece = text[len(text) - mid:] if self.budget.policy == "left" else text[:mid]
+            msgs[last_user] = Message("user", piece)
+            if self.fits(msgs, request.params.max_tokens):
+                lo = mid
+            else:
+                hi = mid - 1
+        piece = text[len(text) - lo:] if self.budget.policy == "left" else text[:lo]
+        msgs[last_user] = Message("user", piece)
+        self.note_truncation(self.budget.policy, f"{len(text)} -> {lo} characters to fit {limit} tokens")
+        return replace(request, messages=tuple(msgs))
+
+    async def chat(self, messages: Sequence[Message], params: GenerateParams | None = None,
+                   sample_index: int = 0) -> GenerateResponse:
+        return await self.generate(GenerateRequest(tuple(messages), params or GenerateParams(), sample_index))
+
+    async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        request = self._apply_budget(request)
+        resp = await self._call("generate", request, self.backend.generate)
+        assert isinstance(resp, GenerateResponse)
+        return resp
+
+    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        resp = await self._call("loglikelihood", request, self.backend.loglikelihood)
+        assert isinstance(resp, LoglikelihoodResponse)
+        return resp
+
+    async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
+        req_json = to_jsonable(request)
+        key = content_key(self.identity, kind, req_json)
+        stored = self.store.get_call(key)
+        if stored is not None:
+            self.counters.cache_hits += 1
+            resp = response_from_json(kind, stored["response"])
+            self._record(kind, request, resp, stored["latency_s"], cache_hit=True)
+            return resp
+
+        def on_retry(attempt: int, err: BaseException, delay: float) -> None:
+            self.counters.retries += 1
+
+        async with self._shared["sem"]:
+            started = time.perf_counter()
+            try:
+                resp, retries = await call_with_retries(lambda: method(request), self.retry, on_retry=on_retry)
+            except (CallFailed, BackendError) as err:
+                attempts = getattr(err, "attempts", 1)
+                self.counters.failures += 1
+                self.counters.failure_messages.append(f"{self.role}: {err}")
+                self.store.put_failure(key, self.spec, kind, req_json, str(err), attempts)
+                self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
+                if isinstance(err, CallFailed):
+                    raise
+                raise CallFailed(str(err), attempts=attempts, kind=kind) from err
+            latency = time.perf_counter() - started
+        if retries:
+            resp = replace(resp, retries=retries)
+        self.counters.calls += 1
+        self.store.put_call(key, self.spec, kind, req_json, to_jsonable(resp), latency)
+        self._record(kind, request, resp, latency, cache_hit=False)
+        return resp
+
+    def _record(self, kind: str, request: Any, resp: Any, latency: float, *, cache_hit: bool) -> None:
+        entry: dict[str, Any] = {"role": self.role, "kind": kind, "cache_hit": cache_hit, "latency_s": round(latency, 4)}
+        if kind == "generate":
+            self.counters.prompt_tokens += resp.prompt_tokens
+            self.counters.completion_tokens += resp.completion_tokens
+            if resp.truncated:
+                self.counters.length_stops += 1
+            entry.update(prompt=resp.prompt_text if resp.prompt_text is not None
+                         else [to_jsonable(m) for m in request.messages],
+                         params=to_jsonable(request.params), response=resp.text,
+                         finish_reason=resp.finish_reason, prompt_tokens=resp.prompt_tokens,
+                         completion_tokens=resp.completion_tokens, retries=resp.retries)
+        else:
+            self.counters.tokens_evaluated += 0 if cache_hit else resp.tokens_evaluated
+            entry.update(prompt=request.context, continuations=list(request.continuations),
+                         logprobs=list(resp.logprobs), is_greedy=list(resp.is_greedy),
+                         tokens_evaluated=0 if cache_hit else resp.tokens_evaluated)
+        self.trace.append(entry)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What identifies a run; hashed into the run key so a changed config never reuses samples."""
+
+    task: str
+    task_config: Mapping[str, Any]
+    models: Mapping[str, Mapping[str, Any]]
+    budget: PromptBudget = PromptBudget()
+    limit: int | None = None
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+
+@dataclass
+class RunResult:
+    results: dict[str, Any]
+    records: list[SampleRecord]
+    out_dir: Path | None
+
+
+def resumed(record: dict[str, Any]) -> dict[str, Any]:
+    """A sample finished by an earlier run: every call in its trace is now served from the store."""
+    trace = [dict(t, cache_hit=True) if "kind" in t else t for t in record.get("trace", [])]
+    return dict(record, trace=trace)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
+    """Instantiate a task with the options it accepts; an option it does not take is an error."""
+    given = {k: v for k, v in options.items() if v is not None}
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(given) - set(params))
+        if unknown:
+            accepted = sorted(p for p in params if p != "self")
+            raise ValueError(f"task {cls.name!r} does not take option(s) {unknown}; it takes {accepted}")
+    return cls(**given)
+
+
+def check_unique_ids(samples: Sequence[Sample], task: str) -> None:
+    seen: set[str] = set()
+    for s in samples:
+        if s.id in seen:
+            raise DataError(f"duplicate sample id {s.id!r} in task {task}", path=s.metadata.get("path"),
+                            line=s.metadata.get("line"))
+        seen.add(s.id)
+
+
+def score_records(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]]) -> list[SampleRecord]:
+    records = []
+    for s in samples:
+        rec = raw.get(s.id)
+        if rec is None:
+            continue
+        failed = rec.get("failed")
+        score = None if failed else task.score(s, rec["prediction"])
+        records.append(SampleRecord(id=s.id, prediction=rec.get("prediction"), score=score,
+                                    trace=rec.get("trace", ()), failed=failed, metadata=s.metadata))
+    return records
+
+
+def sample_line(rec: SampleRecord) -> dict[str, Any]:
+    """One line of samples.jsonl."""
+    gen = [t for t in rec.trace if t.get("kind") in ("generate", "loglikelihood")]
+    first = gen[0] if gen else {}
+    last = gen[-1] if gen else {}
+    score = rec.score
+    return {
+        "id": rec.id,
+        "prompt": first.get("prompt"),
+        "response": last.get("response", last.get("logprobs")),
+        "prediction": rec.prediction,
+        "extraction": None if score is None else {"value": to_jsonable(score.extracted), "rule": score.rule,
+                                                  "parsed": score.parsed},
+        "score": None if score is None else {"value": score.value, "values": dict(score.values)},
+        "truncated": any(t.get("finish_reason") == "length" or t.get("event") == "truncation" for t in rec.trace),
+        "tokens": {"prompt": sum(t.get("prompt_tokens", 0) for t in gen),
+                   "completion": sum(t.get("completion_tokens", 0) for t in gen)},
+        "latency_s": round(sum(t.get("latency_s", 0.0) for t in gen), 4),
+        "cache_hit": bool(gen) and all(t.get("cache_hit") for t in gen),
+        "failed": rec.failed,
+        "metadata": to_jsonable(rec.metadata),
+        "trace": list(rec.trace),
+    }
+
+
+def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
+                  counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
+                  run_key: str) -> dict[str, Any]:
+    scored = [r for r in records if r.score is not None]
+    failed = [r for r in records if r.failed]
+    counts = counters.to_json()
+    counts.update(samples=len(records), scored=sum(1 for r in scored if r.score.value is not None),
+                  failed_samples=len(failed), unparseable=sum(1 for r in scored if not r.score.parsed),
+                  truncated_samples=sum(1 for r in records if sample_line(r)["truncated"]))
+    notes = list(agg.notes)
+    if failed:
+        notes.append(f"{len(failed)} sample(s) failed (a call failed for good) and are not scored; "
+                     "rerun the same command to retry them")
+    return {
+        "task": task.name,
+        "model": model,
+        "status": "complete" if not failed and len(records) == counters.samples_total else "incomplete",
+        "config": config.to_json(),
+        "run_key": run_key,
+        "metrics": metrics_json(agg.metrics),
+        "groups": {g: {k: metrics_json(ms) for k, ms in vals.items()} for g, vals in agg.groups.items()},
+        "counts": counts,
+        "notes": notes,
+        "extra": to_jsonable(agg.extra),
+        "timing": {"wall_s": round(wall_s, 3),
+                   "completion_tokens_per_s": round(counters.completion_tokens / wall_s, 2) if wall_s > 0 else None},
+        "versions": dict(versions),
+    }
+
+
+async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore, *, data_dir: Path | None,
+                   out_dir: Path | None, limit: int | None = None, concurrency: int | None = None,
+                   seed: int = 0, budget: PromptBudget = PromptBudget(), retry: RetryPolicy | None = None,
+                   progress: Callable[[RunCounters], None] | None = None,
+                   versions: Mapping[str, Any] | None = None) -> RunResult:
+    started = time.perf_counter()
+    missing = [r for r in task.roles if r not in backends]
+    if missing:
+        raise ValueError(f"task {task.name!r} needs model(s) for role(s) {missing} "
+                         f"(--judge SPEC / --user-model SPEC)")
+    samples = task.load(data_dir)
+    check_unique_ids(samples, task.name)
+    if limit is not None:
+        samples = samples[:limit]
+    counters = RunCounters(samples_total=len(samples))
+    handles = {role: CachedModel(b, store, counters, role=role, concurrency=concurrency, retry=retry, budget=budget)
+               for role, b in backends.items() if role in task.roles}
+    config = RunConfig(task=task.name, task_config=dict(task.config()),
+                       models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit, seed=seed)
+    run_key = content_key(config.to_json())
+    store.put_run(run_key, config.to_json())
+    done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}
+    counters.samples_done = sum(1 for s in samples if s.id in done)
+    counters.cache_hits += sum(1 for s in samples if s.id in done for t in done[s.id]["trace"] if "kind" in t)
+    if progress:
+        progress(counters)
+
+    # Enough samples in flight to keep every backend slot busy; the semaphores bound the calls.
+    in_flight = asyncio.Semaphore(max(4, 2 * max(h.capabilities.max_concurrency for h in handles.values())
+                                      if concurrency is None else 2 * concurrency))
+    results: dict[str, dict[str, Any]] = dict(done)
+
+    async def solve_one(sample: Sample) -> None:
+        async with in_flight:
+            trace: list[dict[str, Any]] = []
+            models = Models({role: h.bind(trace) for role, h in handles.items()})
+            try:
+                prediction = await task.solve(sample, models)
+            except CallFailed as err:
+                results[sample.id] = {"prediction": None, "trace": trace, "failed": f"{err.kind}: {err}"}
+            else:
+                record = {"prediction": to_jsonable(prediction), "trace": trace}
+                store.put_sample(run_key, sample.id, record)
+                results[sample.id] = record
+            counters.samples_done += 1
+            if progress:
+                progress(counters)
+
+    await asyncio.gather(*(solve_one(s) for s in samples if s.id not in done))
+    records = score_records(task, samples, results)
+    agg = task.aggregate(samples, [r for r in records if r.score is not None])
+    wall = time.perf_counter() - started
+    model_spec = backends["model"].spec if "model" in backends else ""
+    results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,
+                                 versions=versions or {}, run_key=run_key)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out_dir / "samples.jsonl",
+                      "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n" for r in records))
+        _atomic_write(out_dir / "results.json", json.dumps(results_json, ensure_ascii=False, indent=2) + "\n")
+    return RunResult(results_json, records, out_dir)

@@ -1,0 +1,202 @@
+"""The data that flows through a run: samples, requests, responses, scores.
+
+Everything here is a frozen dataclass so that it can be hashed into the run
+store's content address and never changes after it is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Mapping
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One item of a benchmark, as the task loaded it."""
+
+    id: str
+    """Stable id, unique within the task (documented per benchmark)."""
+
+    input: Any
+    """What the task needs to build the prompt (question, options, context...)."""
+
+    target: Any = None
+    """The gold answer, or None when the split has no answers (e.g. a test split)."""
+
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Groups and provenance (category, type, source file and line...)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat turn."""
+
+    role: Literal["system", "user", "assistant"]
+    """Who speaks."""
+
+    content: str
+    """What is said."""
+
+
+@dataclass(frozen=True)
+class GenerateParams:
+    """Every parameter that changes what a generation returns; all are part of the cache key."""
+
+    max_tokens: int = 512
+    """Upper bound on generated tokens; hitting it marks the response truncated."""
+
+    temperature: float = 0.0
+    """0 means greedy decoding."""
+
+    top_p: float = 1.0
+    """Nucleus sampling mass."""
+
+    stop: tuple[str, ...] = ()
+    """Stop strings (not included in the returned text)."""
+
+    seed: int | None = None
+    """Sampling seed, where the backend honours one."""
+
+    frequency_penalty: float = 0.0
+    """OpenAI-style frequency penalty; backends that lack it record so."""
+
+    presence_penalty: float = 0.0
+    """OpenAI-style presence penalty; backends that lack it record so."""
+
+    top_logprobs: int = 0
+    """How many next-token alternatives to return per generated token (0: none)."""
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """A chat generation."""
+
+    messages: tuple[Message, ...]
+    """The conversation so far; the backend renders it with the model's chat template."""
+
+    params: GenerateParams = GenerateParams()
+    """Decoding parameters."""
+
+    sample_index: int = 0
+    """Distinguishes repeated draws of one sampled (temperature > 0) request in the cache."""
+
+    kind: Literal["generate"] = "generate"
+
+
+@dataclass(frozen=True)
+class LoglikelihoodRequest:
+    """Log-likelihood of each continuation after one shared context (raw text, no chat template)."""
+
+    context: str
+    """Shared prefix, evaluated once per group where the backend can reuse it."""
+
+    continuations: tuple[str, ...]
+    """Candidate continuations, scored independently after `context`."""
+
+    kind: Literal["loglikelihood"] = "loglikelihood"
+
+
+Request = GenerateRequest | LoglikelihoodRequest
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token and its most likely alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class GenerateResponse:
+    """What a backend returned for a GenerateRequest."""
+
+    text: str
+    """The generated text."""
+
+    finish_reason: str
+    """'stop', 'length' (hit max_tokens) or a backend-specific reason."""
+
+    prompt_tokens: int = 0
+    """Tokens in the prompt as the backend counted them (0 when unknown)."""
+
+    completion_tokens: int = 0
+    """Tokens generated."""
+
+    prompt_text: str | None = None
+    """The prompt exactly as the model saw it, when the backend renders it itself."""
+
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """Per-token logprobs when requested and supported."""
+
+    retries: int = 0
+    """How many times the call was retried before it succeeded."""
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+@dataclass(frozen=True)
+class LoglikelihoodResponse:
+    """What a backend returned for a LoglikelihoodRequest."""
+
+    logprobs: tuple[float, ...]
+    """Sum of token log-probabilities (nats) of each continuation given the context."""
+
+    is_greedy: tuple[bool, ...]
+    """Whether each continuation is the greedy continuation, token by token."""
+
+    continuation_tokens: tuple[int, ...]
+    """Token count of each continuation."""
+
+    context_tokens: int = 0
+    """Token count of the shared context."""
+
+    tokens_evaluated: int = 0
+    """Prompt tokens the engine actually computed for this group (KV reuse makes it small)."""
+
+    retries: int = 0
+
+
+Response = GenerateResponse | LoglikelihoodResponse
+
+
+@dataclass(frozen=True)
+class Score:
+    """The score of one sample."""
+
+    value: float | None
+    """The headline score in [0, 1]; None when the sample cannot be scored (no gold)."""
+
+    values: Mapping[str, float] = field(default_factory=dict)
+    """Further per-sample metrics (other scoring modes), averaged like `value`."""
+
+    extracted: Any = None
+    """The answer read from the response."""
+
+    rule: str | None = None
+    """Which extraction rule fired (auditable); 'unparseable' when none did."""
+
+    parsed: bool = True
+    """False when no answer could be read from the response."""
+
+    explanation: str | None = None
+    """Free text for the reader (e.g. why a program failed)."""
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses, tuples and mappings to plain JSON values."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: to_jsonable(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return obj
+
+
+def messages(*turns: tuple[str, str]) -> tuple[Message, ...]:
+    """Shorthand: messages(("system", "..."), ("user", "..."))."""
+    return tuple(Message(role, content) for role, content in turns)  # type: ignore[arg-type]

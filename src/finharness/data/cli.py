@@ -1,0 +1,85 @@
+"""`finharness data ...`: the dataset registry on the command line (list, pull)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                       help="Benchmark data: official sources, checksums, licences; pull into the data dir.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `data` command group to the main CLI."""
+    app.add_typer(data_app, name="data")
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+@data_app.command("list")
+def list_command(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir",
+                                            help="Data root to check (default $FINHARNESS_DATA_DIR or the cache)."),
+    checksums: bool = typer.Option(False, "--verify", help="Check every sha256 too (slower), not only sizes."),
+) -> None:
+    """Every known dataset: files, size, licence, and whether it is in the data dir."""
+    from .registry import human_size, load_registry, resolve_data_dir, verify
+
+    root = resolve_data_dir(data_dir)
+    rows = []
+    for dataset in load_registry():
+        report = verify(dataset.name, root, checksums=checksums)
+        rows.append({
+            "name": dataset.name, "available_here": dataset.available_here, "files": len(dataset.files),
+            "total_size": dataset.total_size, "licence": dataset.licence, "repository": dataset.repository,
+            "commit": dataset.commit, "local_dir": dataset.local_dir, "status": report.status,
+            "files_ok": report.n_ok, "description": dataset.description,
+        })
+    if as_json:
+        typer.echo(json.dumps({"data_dir": str(root), "checksums": checksums, "datasets": rows},
+                              ensure_ascii=False, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"datasets (data dir: {root})")
+    for column in ("name", "files", "size", "licence", "status", "source"):
+        table.add_column(column, justify="right" if column in ("files", "size") else "left",
+                         no_wrap=column in ("name", "status"))
+    for row in rows:
+        status = row["status"] if row["status"] != "partial" else f"partial ({row['files_ok']}/{row['files']})"
+        source = row["repository"] or "—"
+        if row["repository"] and row["commit"]:
+            source += "@" + row["commit"][:7]  # the full id is in --json
+        files = str(row["files"]) if row["available_here"] else "—"
+        size = human_size(row["total_size"]) if row["total_size"] else "—"
+        table.add_row(row["name"], files, size, row["licence"], status, source)
+    Console().print(table)
+
+
+@data_app.command("pull")
+def pull_command(
+    name: str = typer.Argument(..., help="Dataset name (see `finharness data list`)."),
+    source: Optional[str] = typer.Option(None, "--from",
+                                         help="A mirror laid out like the data root: a directory or an http(s) "
+                                              "URL. Default: the upstream URLs."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir",
+                                            help="Where to put the data (default $FINHARNESS_DATA_DIR or the cache)."),
+) -> None:
+    """Download or copy one dataset into the data dir, checking every file's sha256."""
+    from .errors import DataError
+    from .pull import pull
+
+    try:
+        report = pull(name, data_dir, source)
+    except DataError as err:
+        _fail(str(err))
+    typer.echo(f"{report.name}: {len(report.fetched)} fetched, {len(report.skipped)} already present "
+               f"-> {report.dest}")

@@ -1,0 +1,51 @@
+"""`finharness markets ...`: trading signals from a price file. pandas is imported inside commands."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import typer
+
+markets_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                          help="Market data: prices and the FinTradeBench trading signals.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `markets` command group to the main CLI."""
+    app.add_typer(markets_app, name="markets")
+
+
+@markets_app.command("signals")
+def signals_command(
+    prices: Path = typer.Option(..., "--prices", help="Daily price file: nasdaq.com export, FinTradeBench "
+                                                      "history .xlsx/.csv, or an OHLCV CSV."),
+    out: Path = typer.Option(..., "--out", help="CSV to write: Date and the 14 FinTradeBench signals."),
+) -> None:
+    """Compute the FinTradeBench trading signals for one price file."""
+    from finharness.data.errors import DataError
+
+    from .prices import load_prices
+    from .signals import compute_signals
+
+    try:
+        table = compute_signals(load_prices(prices))
+    except DataError as err:
+        typer.secho(f"error: {err}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    _write_text_atomic(out, table.to_csv(index=False, date_format="%Y-%m-%d"))
+    typer.echo(f"{len(table)} rows -> {out}")
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    """Write beside the target, then rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

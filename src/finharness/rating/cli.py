@@ -1,0 +1,115 @@
+"""`finharness rate`: ratings from a matches file, or agreement between two rating outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .base import RatingScale, RatingTable
+from .compare import RatingAgreement, compare_ratings, load_rating_values
+from .matches import MatchFileError, read_matches
+from .rate import RatingOptions, rate_matches
+
+
+class MethodChoice(str, Enum):
+    elo = "elo"
+    bt = "bt"
+
+
+class ByChoice(str, Enum):
+    task = "task"
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _print_table(console: Console, title: str, table: RatingTable) -> None:
+    out = Table(title=f"{title} ({table.method}, {table.n_matches} matches)")
+    for column in ("model", "rating", "95% CI", "W", "T", "L"):
+        out.add_column(column, justify="left" if column == "model" else "right")
+    for name, r in table.ratings.items():
+        ci = f"{_fmt(r.ci95[0])} – {_fmt(r.ci95[1])}" if r.ci95 else "—"
+        out.add_row(name, _fmt(r.rating), ci, str(r.wins), str(r.ties), str(r.losses))
+    console.print(out)
+
+
+def _print_agreement(console: Console, agreement: RatingAgreement, a: Path, b: Path) -> None:
+    out = Table(title=f"{a} vs {b}: {agreement.n} models in both")
+    for column in ("statistic", "value", "p"):
+        out.add_column(column, justify="left" if column == "statistic" else "right")
+    out.add_row("Pearson r", _fmt(agreement.pearson, 3), _fmt(agreement.pearson_p, 4))
+    out.add_row("Spearman ρ", _fmt(agreement.spearman, 3), _fmt(agreement.spearman_p, 4))
+    out.add_row("MAE (points)", _fmt(agreement.mae, 1), "")
+    console.print(out)
+    for path, missing in ((a, agreement.only_in_a), (b, agreement.only_in_b)):
+        if missing:
+            console.print(f"only in {path}: {', '.join(missing)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `rate` command to `app`."""
+
+    @app.command("rate")
+    def rate(
+        matches: Optional[Path] = typer.Argument(
+            None, help="JSONL matches: {task, model_a, model_b, winner: model_a|model_b|tie}."),
+        method: MethodChoice = typer.Option(
+            MethodChoice.elo, "--method", help="elo: online, in file order (UCFE). bt: Bradley–Terry."),
+        by: Optional[ByChoice] = typer.Option(
+            None, "--by", help="'task': also rate each task and the zero-/few-shot groups."),
+        k: float = typer.Option(4.0, "--k", help="Elo K factor."),
+        scale: float = typer.Option(400.0, "--scale", help="Rating points per factor `base` in the odds."),
+        base: float = typer.Option(10.0, "--base", help="Base of the odds."),
+        init: float = typer.Option(1000.0, "--init", help="Elo start rating; Bradley–Terry mean."),
+        bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap rounds (0: no CIs)."),
+        seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+        compare: Optional[tuple[Path, Path]] = typer.Option(
+            None, "--compare", help="Compare the overall ratings of two `rate --json` outputs."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    ) -> None:
+        """Rate models from pairwise matches (Elo or Bradley–Terry, bootstrap 95% CIs)."""
+        console = Console()
+        if compare is not None:
+            if matches is not None:
+                _fail("give either MATCHES.jsonl or --compare A.json B.json, not both")
+            try:
+                agreement = compare_ratings(*(load_rating_values(p) for p in compare))
+            except ValueError as err:
+                _fail(str(err))
+            if as_json:
+                typer.echo(json.dumps(agreement.to_json(), ensure_ascii=False, indent=2))
+            else:
+                _print_agreement(console, agreement, *compare)
+            return
+        if matches is None:
+            _fail("missing MATCHES.jsonl (or use --compare A.json B.json)")
+        try:
+            loaded = read_matches(matches)
+        except MatchFileError as err:
+            _fail(str(err))
+        if not loaded:
+            _fail(f"{matches}: no matches in the file")
+        options = RatingOptions(method=method.value, scale=RatingScale(scale, base, init), k=k,
+                                bootstrap=bootstrap, seed=seed)
+        report = rate_matches(loaded, options, by_task=by is ByChoice.task)
+        if as_json:
+            typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+            return
+        _print_table(console, "overall", report.overall)
+        for name, table in (report.groups or {}).items():
+            _print_table(console, name, table)
+        for task, table in (report.by_task or {}).items():
+            _print_table(console, task, table)

@@ -1,0 +1,123 @@
+"""Agreement between two rating tables, and between two raters' verdicts.
+
+UCFE validates its LLM judge by correlating benchmark ratings with human preference (Pearson
+r = 0.78); `compare_ratings` computes that, plus Spearman and the mean absolute difference.
+`cohen_kappa` measures chance-corrected agreement of two raters on the same items (e.g. an LLM
+judge's ``model_a``/``model_b``/``tie`` verdicts against a human's).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class RatingAgreement:
+    """How closely two rating tables agree on the models both contain."""
+
+    models: tuple[str, ...]
+    """Models rated in both tables (sorted); models in only one table are left out."""
+
+    pearson: float
+    """Pearson r of the ratings (NaN with fewer than 2 models or a constant table)."""
+
+    pearson_p: float
+    """Two-sided p-value of r (NaN with fewer than 3 models)."""
+
+    spearman: float
+    """Spearman ρ: agreement of the orderings."""
+
+    spearman_p: float
+
+    mae: float
+    """Mean |rating_a − rating_b| in rating points (meaningful when both share a scale)."""
+
+    only_in_a: tuple[str, ...] = ()
+    only_in_b: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.models)
+
+    def to_json(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return float(x) if math.isfinite(x) else None
+
+        return {"n": self.n, "models": list(self.models),
+                "pearson": {"r": num(self.pearson), "p": num(self.pearson_p)},
+                "spearman": {"rho": num(self.spearman), "p": num(self.spearman_p)},
+                "mae": num(self.mae), "only_in_a": list(self.only_in_a),
+                "only_in_b": list(self.only_in_b)}
+
+
+def _correlation(test, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if len(x) < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan, math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on n = 2; we blank the p-value ourselves
+        result = test(x, y)
+    return float(result.statistic), float(result.pvalue) if len(x) >= 3 else math.nan
+
+
+def compare_ratings(a: Mapping[str, float], b: Mapping[str, float]) -> RatingAgreement:
+    shared = tuple(sorted(set(a) & set(b)))
+    x = np.array([a[m] for m in shared], dtype=float)
+    y = np.array([b[m] for m in shared], dtype=float)
+    pearson, pearson_p = _correlation(stats.pearsonr, x, y)
+    spearman, spearman_p = _correlation(stats.spearmanr, x, y)
+    mae = float(np.mean(np.abs(x - y))) if shared else math.nan
+    return RatingAgreement(shared, pearson, pearson_p, spearman, spearman_p, mae,
+                           tuple(sorted(set(a) - set(b))), tuple(sorted(set(b) - set(a))))
+
+
+def cohen_kappa(rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]) -> float:
+    """Cohen's κ = (p_observed − p_chance) / (1 − p_chance) for two raters on the same items.
+
+    Labels are compared as text (1 and "1" are the same verdict). NaN when κ is undefined: no
+    items, or both raters put every item in the one same category."""
+    if len(rater_a) != len(rater_b):
+        raise ValueError(f"the raters judged different numbers of items ({len(rater_a)} vs "
+                         f"{len(rater_b)}); pass their verdicts on the same items, in the same order")
+    if not rater_a:
+        return math.nan
+    labels, codes = np.unique(np.array([*map(str, rater_a), *map(str, rater_b)]), return_inverse=True)
+    codes_a, codes_b = codes[:len(rater_a)], codes[len(rater_a):]
+    observed = float(np.mean(codes_a == codes_b))
+    share_a = np.bincount(codes_a, minlength=len(labels)) / len(rater_a)
+    share_b = np.bincount(codes_b, minlength=len(labels)) / len(rater_b)
+    chance = float(share_a @ share_b)
+    return math.nan if chance == 1.0 else (observed - chance) / (1.0 - chance)
+
+
+def load_rating_values(path: str | Path) -> dict[str, float]:
+    """Overall ratings from a `rate --json` output, or from a flat ``{"model": rating}`` object
+    (e.g. a human-preference table)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read ratings ({err.strerror or err})") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from err
+    if isinstance(data, dict) and isinstance(data.get("overall"), dict):
+        rows = data["overall"].get("ratings")
+        if not isinstance(rows, dict):
+            raise ValueError(f"{path}: 'overall' has no 'ratings' object; pass a `rate --json` output")
+        values = {m: row.get("rating") if isinstance(row, dict) else None for m, row in rows.items()}
+    elif isinstance(data, dict):
+        values = dict(data)
+    else:
+        raise ValueError(f"{path}: expected a `rate --json` output or a {{\"model\": rating}} object")
+    bad = [m for m, v in values.items() if isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise ValueError(f"{path}: no numeric rating for {', '.join(map(repr, bad[:5]))}; "
+                         "pass a `rate --json` output or a {\"model\": rating} object")
+    return {m: float(v) for m, v in values.items()}

@@ -1,0 +1,150 @@
+"""Pairwise matches in the Chatbot-Arena convention, read from JSONL.
+
+One JSON object a line::
+
+    {"task": "Analyst", "model_a": "gpt-4o", "model_b": "qwen", "winner": "model_a",
+     "item_id": "3", "judge": "glm-4-plus", "order": "ab"}
+
+`task`, `model_a`, `model_b` and `winner` are required; blank lines are skipped; other keys are
+ignored. UCFE names its four single-turn (zero-shot) tasks with a leading ``0_``; every other task
+is few-shot (multi-turn).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+Winner = Literal["model_a", "model_b", "tie"]
+
+WINNERS: tuple[str, ...] = ("model_a", "model_b", "tie")
+"""The values `winner` may take."""
+
+REQUIRED_KEYS: tuple[str, ...] = ("task", "model_a", "model_b", "winner")
+
+ZERO_SHOT_PREFIX = "0_"
+"""UCFE's zero-shot task keys start with this; the other tasks are few-shot."""
+
+ZERO_SHOT, FEW_SHOT = "zero_shot", "few_shot"
+
+
+class MatchFileError(ValueError):
+    """A matches file that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Match:
+    """One judged comparison of two models' answers to the same item."""
+
+    task: str
+    """Task the item belongs to (a UCFE task key such as ``Analyst`` or ``0_股价预测``)."""
+
+    model_a: str
+    """The model in the first slot of the record (not necessarily shown first to the judge)."""
+
+    model_b: str
+    """The other model; never equal to `model_a`."""
+
+    winner: Winner
+    """``model_a``, ``model_b`` or ``tie``."""
+
+    item_id: str | None = None
+    """Benchmark item both answers respond to (ints in the file are kept as their decimal text)."""
+
+    judge: str | None = None
+    """Who gave the verdict: a judge model spec or a human rater id."""
+
+    order: str | None = None
+    """Which answer the judge saw first (e.g. ``ab`` or ``ba``), to study position bias."""
+
+    @property
+    def score_a(self) -> float:
+        """What `model_a` scores: 1 for a win, ½ for a tie, 0 for a loss."""
+        return {"model_a": 1.0, "tie": 0.5, "model_b": 0.0}[self.winner]
+
+    @property
+    def zero_shot(self) -> bool:
+        return is_zero_shot(self.task)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"task": self.task, "model_a": self.model_a, "model_b": self.model_b,
+                               "winner": self.winner}
+        for key in ("item_id", "judge", "order"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def is_zero_shot(task: str) -> bool:
+    return task.startswith(ZERO_SHOT_PREFIX)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def match_from_json(obj: Any, where: str) -> Match:
+    """Validate one decoded line; `where` (``file:line``) goes into every error."""
+    if not isinstance(obj, Mapping):
+        raise MatchFileError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    missing = [k for k in REQUIRED_KEYS if k not in obj]
+    if missing:
+        raise MatchFileError(f"{where}: missing key(s) {', '.join(missing)}; "
+                             f"every line needs {', '.join(REQUIRED_KEYS)}")
+    for key in ("task", "model_a", "model_b"):
+        if not isinstance(obj[key], str) or not obj[key].strip():
+            raise MatchFileError(f"{where}: {key!r} must be a non-empty string, got {obj[key]!r}")
+    if obj["winner"] not in WINNERS:
+        raise MatchFileError(f"{where}: winner {obj['winner']!r} is not one of "
+                             f"{', '.join(WINNERS)}")
+    if obj["model_a"] == obj["model_b"]:
+        raise MatchFileError(f"{where}: model_a and model_b are both {obj['model_a']!r}; "
+                             "a match needs two different models (drop self-comparisons)")
+    return Match(task=obj["task"], model_a=obj["model_a"], model_b=obj["model_b"],
+                 winner=obj["winner"], item_id=_optional_text(obj.get("item_id")),
+                 judge=_optional_text(obj.get("judge")), order=_optional_text(obj.get("order")))
+
+
+def read_matches(path: str | Path) -> list[Match]:
+    """All matches of a JSONL file, in file order (Elo depends on it)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise MatchFileError(f"{path}: cannot read matches file ({err.strerror or err})") from err
+    matches = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise MatchFileError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
+                                 "write one JSON object per line") from err
+        matches.append(match_from_json(obj, where))
+    return matches
+
+
+def write_matches(matches: Iterable[Match], path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for m in matches:
+            f.write(json.dumps(m.to_json(), ensure_ascii=False) + "\n")
+
+
+def split_by_task(matches: Sequence[Match]) -> dict[str, list[Match]]:
+    """Matches per task, tasks in order of first appearance, file order kept inside each."""
+    out: dict[str, list[Match]] = {}
+    for m in matches:
+        out.setdefault(m.task, []).append(m)
+    return out
+
+
+def split_by_setting(matches: Sequence[Match]) -> dict[str, list[Match]]:
+    """``zero_shot`` (tasks starting ``0_``) and ``few_shot`` (the others); empty groups left out."""
+    groups: dict[str, list[Match]] = {ZERO_SHOT: [], FEW_SHOT: []}
+    for m in matches:
+        groups[ZERO_SHOT if m.zero_shot else FEW_SHOT].append(m)
+    return {name: ms for name, ms in groups.items() if ms}

@@ -1,0 +1,44 @@
+"""Executing model-written Python safely: isolated, resource-limited, warm, and accountable.
+
+BizBench scores programs a model wrote by running them. Here they never run in
+the harness's process. `Sandbox` keeps a pool of warm workers; each worker is
+a zygote (numpy and pandas already imported) that forks one fresh child per
+job, so a run costs a fork and no job can see another.
+
+Layers, strongest available first; the ones in force are named in every
+`ExecResult.isolation`:
+
+- ``bwrap`` (bubblewrap, preferred): new network, pid, ipc, uts and cgroup
+  namespaces (no network at all; only the worker's own processes are
+  visible); a read-only view of /usr, the Python installation and the venv,
+  nothing else of the host (no $HOME, /root, /etc/shadow, repository); a
+  private size-limited tmpfs as the only writable place, emptied after every
+  job; an empty environment plus a fixed allow-list; a new session (no
+  terminal); dies with the harness. Started as root, the worker drops to a
+  random unprivileged uid with no capabilities (``setpriv``) before Python
+  starts, so that RLIMIT_NPROC applies and it can signal nothing but its own
+  jobs; started as a normal user, an unprivileged user namespace does this.
+  After each job the zygote kills every other process in its pid namespace,
+  so nothing started by a job (setsid, double fork) outlives it.
+- ``rlimits`` (fallback when bwrap cannot run): a plain subprocess with a
+  scrubbed environment, a private host temp dir as working directory, a
+  network namespace when ``unshare --net`` is permitted (``+netns``), and
+  death with the harness. It has no file-system or process isolation of its
+  own: the audit guard below is then the barrier, so it cannot be turned off.
+- ``audit`` (default on, in both): a ``sys.addaudithook`` guard installed in
+  each job before the program runs; it refuses sockets, processes (fork,
+  exec, subprocess, os.system, posix_spawn), signals to other processes,
+  ctypes, raising limits, writes outside the job directory and reads outside
+  the job directory, the Python installation and timezone data. Audit hooks
+  are a tripwire, not a wall (C code can bypass them), hence bwrap first.
+
+Every job process gets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC and
+no core dumps, plus a wall-clock kill. Failures are recorded, never raised:
+``status`` (ok / timeout / memory / error) and ``error_class`` say why.
+"""
+
+from finharness.sandbox.launch import bwrap_problem
+from finharness.sandbox.pool import Sandbox, SandboxStartError
+from finharness.sandbox.result import ExecResult, Limits
+
+__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxStartError", "bwrap_problem"]

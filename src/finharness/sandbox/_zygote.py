@@ -1,0 +1,618 @@
+"""The fork server that runs inside the sandbox: one warm Python per pool slot.
+
+This file is executed *inside* the isolation (bubblewrap or the rlimit
+fallback) as a script, so it imports nothing from finharness: only the
+standard library, numpy and pandas. The parent imports it too, for the wire
+format (`write_frame` / `read_frame`) and the tag of encoded tables, so that
+both sides share one definition.
+
+Life of a worker:
+
+1. start, import numpy and pandas once (the expensive part), make itself
+   non-dumpable (a job process of the same uid can then neither ptrace it nor
+   read its memory) and a child subreaper (orphans of a job come back to it);
+2. announce itself with a ``ready`` frame;
+3. keep one child forked ahead of time, waiting for its job on a pipe; for
+   every job frame, hand the job to that child, which sets the resource
+   limits, enters the fresh private job directory, installs the audit guard
+   (when asked), runs the program and writes one framed JSON result; answer
+   as soon as the result is in, or when the child dies, or at the wall limit;
+4. then clean up: kill every process the job left behind (all processes of
+   the pid namespace when the worker has its own, else the job's process
+   group and the orphans it inherited), empty the scratch directory, fork the
+   next child, and say ``{"clean": true}`` (or exit when something survived).
+
+The zygote itself never runs model code, so a job cannot change what the next
+job sees; a job can only kill the zygote (same uid), which the parent sees as
+a lost worker and replaces.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+
+FRAME_HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 256 * 2**20
+TABLE_TAG = "__finharness_table__"
+"""Key of an encoded pandas DataFrame/Series among the job inputs (see `decode_value`)."""
+
+PROGRAM_FILENAME = "<program>"
+RESULT_STATUSES = ("ok", "timeout", "memory", "error")
+
+# Events refused outright by the audit guard: network, new processes, signals
+# to other processes, foreign code, and raising our own limits.
+_BLOCKED_EVENTS = frozenset({
+    "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+    "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
+    "resource.setrlimit", "resource.prlimit", "fcntl.ioctl", "pty.spawn",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "sys._current_frames", "webbrowser.open", "os.startfile",
+})
+_BLOCKED_PREFIXES = ("socket.", "ctypes.", "_ssl.", "urllib.", "http.", "ftplib.",
+                     "smtplib.", "telnetlib.", "poplib.", "imaplib.", "nntplib.")
+# Modules a job may not import fresh (the zygote drops them before the guard).
+_BLOCKED_MODULES = ("_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket",
+                    "subprocess", "multiprocessing", "pty")
+# Events whose string arguments are paths that get created, changed or removed.
+_WRITE_PATH_EVENTS = frozenset({
+    "os.mkdir", "os.rmdir", "os.remove", "os.rename", "os.link", "os.symlink",
+    "os.truncate", "os.chmod", "os.chown", "os.utime", "os.chflags", "os.lchflags",
+    "os.setxattr", "os.removexattr", "os.mkfifo", "os.mknod", "shutil.rmtree",
+    "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.move",
+    "shutil.chown", "shutil.make_archive", "shutil.unpack_archive",
+})
+_LIST_EVENTS = frozenset({"os.listdir", "os.scandir"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_DEVICES_READABLE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+
+
+# --------------------------------------------------------------------------- wire format
+
+def write_frame(fd: int, message: dict) -> None:
+    """Send one length-prefixed JSON message (NaN/inf allowed, as Python's json does)."""
+    data = json.dumps(message, allow_nan=True).encode("utf-8")
+    view = memoryview(FRAME_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict | None:
+    """Receive one message; None at end of stream. Raises ValueError on a malformed frame."""
+    header = _read_exact(fd, FRAME_HEADER.size)
+    if header is None:
+        return None
+    (size,) = FRAME_HEADER.unpack(header)
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME_BYTES}")
+    body = _read_exact(fd, size)
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+# --------------------------------------------------------------------------- values
+
+def decode_value(value):
+    """Rebuild a job input: tagged tables become pandas objects, the rest is plain JSON."""
+    if isinstance(value, dict) and TABLE_TAG in value:
+        import pandas as pd
+
+        table = value[TABLE_TAG]
+        if table["kind"] == "series":
+            return pd.Series(table["data"], index=table["index"], name=table.get("name"))
+        return pd.DataFrame(table["data"], index=table["index"], columns=table["columns"])
+    if isinstance(value, list):
+        return [decode_value(item) for item in value]
+    if isinstance(value, dict):
+        return {key: decode_value(item) for key, item in value.items()}
+    return value
+
+
+def to_jsonable(value, _depth: int = 0):
+    """What a program produced, as JSON: every number a float, containers as lists/dicts.
+
+    Unknown objects become their ``repr`` so that a result never fails to travel.
+    """
+    if _depth > 50:
+        return repr(value)
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    try:
+        import numpy as np
+        import pandas as pd
+    except ImportError:  # pragma: no cover - the sandbox always has them
+        np = pd = None
+    if np is not None:
+        if isinstance(value, np.bool_):
+            return bool(value)
+        if isinstance(value, (pd.DataFrame,)):
+            return [to_jsonable(row, _depth + 1) for row in value.to_dict(orient="records")]
+        if isinstance(value, (np.ndarray, pd.Series, pd.Index)):
+            return [to_jsonable(item, _depth + 1) for item in value.tolist()]
+        if isinstance(value, np.generic):
+            value = value.item()
+            if isinstance(value, (bool, str)) or value is None:
+                return value
+    if isinstance(value, complex):
+        return repr(value)
+    if isinstance(value, (int, float)) or hasattr(value, "__float__") and not isinstance(value, (bytes,)):
+        try:
+            return float(value)
+        except (OverflowError, TypeError, ValueError):
+            return repr(value)
+    if isinstance(value, dict):
+        return {str(key): to_jsonable(item, _depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [to_jsonable(item, _depth + 1) for item in items]
+    return repr(value)
+
+
+# --------------------------------------------------------------------------- the job process
+
+class SandboxViolation(PermissionError):
+    """Raised inside a job when the audit guard refuses an operation."""
+
+
+class _CappedText(io.TextIOBase):
+    """sys.stdout of a job: keeps the first `cap` characters, counts the rest."""
+
+    def __init__(self, cap: int):
+        self._cap, self._parts, self._kept, self.dropped = cap, [], 0, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self._cap - self._kept
+        if room > 0:
+            self._parts.append(text[:room])
+            self._kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def getvalue(self) -> str:
+        tail = f"\n[... {self.dropped} more characters dropped]" if self.dropped else ""
+        return "".join(self._parts) + tail
+
+
+def _inside(path: str, roots) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _install_guard(job_dir: str, read_roots) -> None:
+    """Refuse, by audit hook, what a program must never do even if the OS layer would allow it.
+
+    Writes (and creating, renaming, removing) are allowed inside `job_dir`
+    only; reads inside `job_dir`, `read_roots` (the Python installation,
+    timezone data) and a few devices. Relative paths are resolved against the
+    current directory at the time of the call, symlinks followed.
+    """
+    write_roots = (os.path.realpath(job_dir),)
+    readable = write_roots + tuple(os.path.realpath(root) for root in read_roots)
+    realpath, isdir, fspath, fsdecode = os.path.realpath, os.path.isdir, os.fspath, os.fsdecode
+
+    def as_path(arg):
+        return realpath(fsdecode(fspath(arg)))
+
+    def guard(event: str, args: tuple) -> None:
+        if event in _BLOCKED_EVENTS or event.startswith(_BLOCKED_PREFIXES):
+            raise SandboxViolation(f"sandbox: {event} is not allowed")
+        if event == "import" and args and args[0] in _BLOCKED_MODULES:
+            raise SandboxViolation(f"sandbox: importing {args[0]} is not allowed")
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int):
+                return
+            target = as_path(path)
+            writing = (mode is not None and any(c in str(mode) for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS)
+            if writing:
+                if not _inside(target, write_roots):
+                    raise SandboxViolation(f"sandbox: writing {target} is not allowed")
+            elif not (_inside(target, readable) or target in _DEVICES_READABLE) or (
+                    isdir(target) and not _inside(target, write_roots)):
+                # Directory descriptors outside the job directory would let
+                # dir_fd-relative calls escape the path checks above.
+                raise SandboxViolation(f"sandbox: reading {target} is not allowed")
+        elif event in _WRITE_PATH_EVENTS:
+            for arg in args:
+                if isinstance(arg, (str, bytes, os.PathLike)) and not _inside(as_path(arg), write_roots):
+                    raise SandboxViolation(f"sandbox: {event} on {fsdecode(fspath(arg))} is not allowed")
+                if isinstance(arg, int) and arg not in (-1,) and event in ("os.mkdir", "os.rmdir", "os.remove",
+                                                                            "os.rename", "os.link", "os.symlink"):
+                    raise SandboxViolation(f"sandbox: {event} relative to a directory descriptor is not allowed")
+        elif event in _LIST_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            if not _inside(as_path(args[0]), readable):
+                raise SandboxViolation(f"sandbox: listing {fsdecode(fspath(args[0]))} is not allowed")
+
+    # Forget the preloaded dangerous modules so that a fresh import goes through the guard.
+    for name in _BLOCKED_MODULES:
+        sys.modules.pop(name, None)
+    sys.addaudithook(guard)
+
+
+def _program_line(traceback) -> int | None:
+    line = None
+    while traceback is not None:  # walking frames reads no source files (unlike traceback.extract_tb)
+        if traceback.tb_frame.f_code.co_filename == PROGRAM_FILENAME:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
+
+def _describe(exc: BaseException) -> dict:
+    status = "memory" if isinstance(exc, MemoryError) else "error"
+    if isinstance(exc, SyntaxError):
+        message, line = exc.msg, exc.lineno
+    else:
+        message, line = str(exc), _program_line(exc.__traceback__)
+    if line is not None:
+        message = f"{message} [line {line}]"
+    return {"status": status, "error_class": type(exc).__name__, "message": message[:2000]}
+
+
+def _run_program(job: dict, namespace: dict) -> dict:
+    """Execute the job's program in `namespace`; return the fields of the result."""
+    import ast
+
+    code, mode = job["code"], job["mode"]
+    tree = ast.parse(code, filename=PROGRAM_FILENAME, mode="exec")
+    if mode == "last_expression":
+        # As the official BizBench pipeline: pop the last statement, run the
+        # rest, then evaluate the popped statement's `value` expression (for
+        # `x = e` that is `e`, evaluated again; for `x += e`, just `e`).
+        last = tree.body.pop() if tree.body else None
+        value_node = getattr(last, "value", None)
+        if not isinstance(value_node, ast.expr):
+            kind = type(last).__name__ if last is not None else "empty program"
+            return {"status": "error", "error_class": "NoLastExpression",
+                    "message": f"the last statement ({kind}) has no value to return"}
+        exec(compile(tree, PROGRAM_FILENAME, "exec"), namespace, namespace)
+        expression = ast.Expression(value_node)
+        return {"status": "ok", "value": eval(compile(expression, PROGRAM_FILENAME, "eval"), namespace, namespace)}
+    exec(compile(tree, PROGRAM_FILENAME, "exec"), namespace, namespace)
+    if mode == "answer_variable":
+        if "answer" not in namespace:
+            return {"status": "error", "error_class": "NoAnswer",
+                    "message": "the program did not set the variable `answer`"}
+        return {"status": "ok", "value": namespace["answer"]}
+    # mode == "call": one job evaluates the completed function on every argument list.
+    name = job["call"]["name"]
+    function = namespace.get(name)
+    if not callable(function):
+        return {"status": "error", "error_class": "NoFunction",
+                "message": f"the program does not define a function named {name!r}"}
+    values, errors = [], []
+    for arguments in job["call"]["args"]:
+        try:
+            arguments = decode_value(arguments)
+            outcome = function(**arguments) if isinstance(arguments, dict) else function(*arguments)
+            values.append(to_jsonable(outcome))
+            errors.append(None)
+        except Exception as exc:  # one failing input must not hide the others
+            values.append(None)
+            errors.append(f"{type(exc).__name__}: {exc}"[:500])
+    return {"status": "ok", "value": values, "call_errors": errors}
+
+
+def _job_child(job: dict, result_fd: int, job_dir: str, config: dict) -> None:
+    """Runs in the forked child; never returns (os._exit)."""
+    limits = job["limits"]
+    os.setpgid(0, 0)
+    _set_parent_death_signal()
+    mb = 2**20
+    cpu = max(1, math.ceil(limits["cpu_s"]))
+    # CPU: SIGXCPU at the soft limit, SIGKILL one second later if the program ignores it.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2)
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["nproc"],) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.chdir(job_dir)
+    captured = sys.stdout = _CappedText(limits["stdout_chars"])
+    sys.stderr = _CappedText(0)
+    sys.stdin = io.StringIO("")
+    dumps = json.dumps  # bound now: the program may patch the json module
+    namespace = {"__name__": "__main__"}
+    try:
+        namespace.update({name: decode_value(value) for name, value in (job.get("inputs") or {}).items()})
+        if job["audit"]:
+            _install_guard(job_dir, config["read_roots"])
+        result = _run_program(job, namespace)
+        if "value" in result and job["mode"] != "call":
+            result["value"] = to_jsonable(result["value"])
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt included: all are the program's failures
+        result = _describe(exc)
+    try:
+        result["stdout"] = captured.getvalue()
+        payload = dumps(result, allow_nan=True).encode("utf-8")
+    except BaseException as exc:
+        payload = dumps({"status": "error", "error_class": "UnserializableResult",
+                         "message": f"{type(exc).__name__}: {exc}"[:500]}).encode("utf-8")
+    view = memoryview(FRAME_HEADER.pack(len(payload)) + payload)
+    while view:
+        view = view[os.write(result_fd, view):]
+    os._exit(0)
+
+
+# --------------------------------------------------------------------------- the zygote
+
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_libc = None
+"""The C library, loaded by the zygote before any job runs (jobs may not load it)."""
+
+
+def _prctl(option: int, value: int) -> None:
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(f"prctl({option}, {value}) failed")
+
+
+def _set_parent_death_signal() -> None:
+    """A job dies with the zygote, so that a wall limit can never be outlived."""
+    if _libc is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _direct_children() -> list[int]:
+    children = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                children.append(int(entry.name))
+    return children
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _sweep(child_pid: int, pid_namespace: bool) -> bool:
+    """Kill whatever the job left running; True when nothing is left."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            if pid_namespace:
+                # Every process of this uid in our own pid namespace except
+                # ourselves: escapes by setsid or double fork included.
+                os.kill(-1, signal.SIGKILL)
+            else:
+                # No namespace: the job's group, then our direct children (as
+                # subreaper we inherit any orphan that left the group).
+                os.killpg(child_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if not pid_namespace:
+            for pid in _direct_children():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        while True:  # reap: as subreaper we also inherit the job's orphans
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return True
+            if pid == 0:
+                break
+        time.sleep(0.001)
+    return False
+
+
+def _clear_directory(path: str) -> None:
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _classify_exit(status: int, rusage, limits: dict, *, killed_for_wall: bool) -> dict:
+    if killed_for_wall:
+        return {"status": "timeout", "error_class": "WallTimeout",
+                "message": f"the program ran longer than {limits['wall_s']} s (wall clock)"}
+    cpu_used = rusage.ru_utime + rusage.ru_stime
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number == signal.SIGXCPU or (number == signal.SIGKILL and cpu_used >= math.ceil(limits["cpu_s"])):
+            return {"status": "timeout", "error_class": "CPUTimeLimit",
+                    "message": f"the program used more than {limits['cpu_s']} s of CPU time"}
+        if number == signal.SIGXFSZ:
+            return {"status": "error", "error_class": "FileSizeLimit",
+                    "message": f"the program wrote a file larger than {limits['file_mb']} MB"}
+        return {"status": "error", "error_class": "Crashed",
+                "message": f"the program was killed by {_signal_name(number)}"
+                           + (" (stack overflow from deep recursion?)" if number == signal.SIGSEGV else "")}
+    return {"status": "error", "error_class": "ExitedWithoutResult",
+            "message": f"the program exited with status {os.WEXITSTATUS(status)} before returning a value"}
+
+
+def _validated(raw: bytes) -> dict | None:
+    """The child's JSON result, or None if it is not one (a program may write to the pipe itself)."""
+    try:
+        result = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(result, dict) or result.get("status") not in RESULT_STATUSES:
+        return None
+    allowed = {"status", "value", "error_class", "message", "stdout", "call_errors"}
+    return {key: value for key, value in result.items() if key in allowed}
+
+
+class _Prepared:
+    """A child forked ahead of time, waiting for its job (the fork's cost is paid between jobs)."""
+
+    def __init__(self, config: dict):
+        job_dir = os.path.join(config["scratch_dir"], "job")
+        os.mkdir(job_dir, 0o700)
+        job_read, self.job_write = os.pipe()
+        self.result_read, result_write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                for fd in (self.job_write, self.result_read, *config["protocol_fds"]):
+                    os.close(fd)
+                job = read_frame(job_read)
+                if job is not None:
+                    _job_child(job, result_write, job_dir, config)
+            finally:
+                os._exit(70)
+        os.close(job_read)
+        os.close(result_write)
+        self.pidfd = os.pidfd_open(self.pid)
+        self.reaped = False
+
+    def reap(self, block: bool = True):
+        """(status, rusage) once the child has exited."""
+        _, status, rusage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+        self.reaped = True
+        return status, rusage
+
+    def close(self) -> None:
+        if not self.reaped:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.reap()
+        for fd in (self.job_write, self.result_read, self.pidfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def run_job(job: dict, child: _Prepared, config: dict) -> dict:
+    """Hand `job` to the waiting child, then wait for its framed result, its exit or the wall limit."""
+    limits = job["limits"]
+    started = time.monotonic()
+    try:
+        write_frame(child.job_write, job)
+    except BrokenPipeError:
+        pass  # the child is gone: its exit status tells why
+    os.close(child.job_write)
+    child.job_write = -1
+    deadline = started + limits["wall_s"]
+    buffer, watched = b"", [child.result_read, child.pidfd]
+    header = FRAME_HEADER.size
+    answer = None
+    while answer is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            os.kill(child.pid, signal.SIGKILL)
+            status, rusage = child.reap()
+            answer = _classify_exit(status, rusage, limits, killed_for_wall=True)
+            break
+        ready, _, _ = select.select(watched, [], [], remaining)
+        if child.result_read in ready:
+            chunk = os.read(child.result_read, 1 << 20)
+            if chunk:
+                buffer += chunk
+                if len(buffer) >= header:
+                    (size,) = FRAME_HEADER.unpack(buffer[:header])
+                    if size > config["max_result_bytes"]:
+                        answer = {"status": "error", "error_class": "ResultTooLarge",
+                                  "message": f"the result exceeded {config['max_result_bytes']} bytes"}
+                    elif len(buffer) >= header + size:
+                        # The whole result is in: answer now, the child's exit is cleanup.
+                        answer = _validated(buffer[header:header + size]) or {
+                            "status": "error", "error_class": "MalformedResult",
+                            "message": "the program wrote something other than a result into the result pipe"}
+                continue
+            watched.remove(child.result_read)  # end of stream; the child may still be running
+        if child.pidfd in ready:
+            status, rusage = child.reap()
+            answer = _classify_exit(status, rusage, limits, killed_for_wall=False)
+    answer["duration_s"] = time.monotonic() - started
+    return answer
+
+
+def clean_up(child: _Prepared, config: dict) -> bool:
+    """After a job: kill what is left of it, empty the scratch directory; True when nothing survived."""
+    child.close()
+    clean = _sweep(child.pid, config["pid_namespace"])
+    _clear_directory(config["scratch_dir"])
+    return clean
+
+
+def main() -> None:
+    global _libc
+    config = json.loads(sys.argv[1])
+    # kill(-1) is only safe inside our own pid namespace, as an unprivileged uid.
+    config["pid_namespace"] = bool(config["pid_namespace"]) and os.getuid() != 0 and os.getpid() == 2
+    # The protocol moves off fds 0/1 so that nothing a library prints can corrupt it.
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    config["protocol_fds"] = [proto_in, proto_out]
+    os.makedirs(config["scratch_dir"], exist_ok=True)
+    for module in config["preload"]:
+        __import__(module)
+    import ctypes
+
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    with open("/proc/self/statm") as statm:
+        address_space_mb = int(statm.read().split()[0]) * resource.getpagesize() / 2**20
+    child = _Prepared(config)
+    write_frame(proto_out, {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
+                            "pid_namespace": config["pid_namespace"], "address_space_mb": address_space_mb})
+    # Protocol: job -> answer -> {"clean": bool}. The parent reads "clean"
+    # only when it wants this worker again, so cleanup and the next fork
+    # overlap with its own work.
+    while True:
+        job = read_frame(proto_in)
+        if job is None:
+            child.close()
+            return
+        try:
+            answer = run_job(job, child, config)
+        except Exception as exc:  # a zygote failure must reach the parent, not kill the pool silently
+            answer = {"status": "error", "error_class": "SandboxError", "message": f"{type(exc).__name__}: {exc}"}
+        write_frame(proto_out, answer)
+        clean = clean_up(child, config)
+        if clean:
+            child = _Prepared(config)
+        write_frame(proto_out, {"clean": clean})
+        if not clean:
+            return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,347 @@
+"""A pool of warm sandbox workers and the `Sandbox` API that runs programs on them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import keyword
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Sequence
+
+from finharness.sandbox import _zygote
+from finharness.sandbox.launch import IsolationChoice, Launch, isolation_label, plan_launch
+from finharness.sandbox.result import ExecResult, Limits, Mode
+
+_REPLY_GRACE_S = 10.0
+"""Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
+
+
+class SandboxStartError(RuntimeError):
+    """A worker could not be started (the message carries its stderr)."""
+
+
+class _WorkerLost(Exception):
+    """The worker stopped answering: it died, or it broke the protocol."""
+
+
+class _Worker:
+    """One warm zygote process and its pipes (used by one thread at a time)."""
+
+    def __init__(self, launch: Launch):
+        self.launch = launch
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
+        self.jobs_done = 0
+        self.cleanup_pending = False
+        """True after an answer, until the worker's {"clean": true} has been read."""
+        self.info: dict = {}
+        self._buffer = b""
+
+    def wait_ready(self, timeout_s: float) -> None:
+        try:
+            reply = self._receive(time.monotonic() + timeout_s)
+        except (_WorkerLost, TimeoutError) as exc:
+            self.stop()
+            raise SandboxStartError(f"sandbox worker failed to start ({exc}); its stderr:\n{self.stderr_tail()}") from exc
+        if not reply.get("ready"):
+            self.stop()
+            raise SandboxStartError(f"sandbox worker sent {reply!r} instead of a ready message")
+        self.info = reply
+
+    def request(self, job: dict, timeout_s: float) -> dict:
+        try:
+            _zygote.write_frame(self.process.stdin.fileno(), job)
+        except OSError as exc:
+            raise _WorkerLost(f"could not send the job: {exc}") from exc
+        reply = self._receive(time.monotonic() + timeout_s)
+        self.jobs_done += 1
+        self.cleanup_pending = True
+        return reply
+
+    def is_clean(self, timeout_s: float) -> bool:
+        """Wait for the worker to finish cleaning up after its last job; False if it cannot be reused."""
+        if not self.cleanup_pending:
+            return self.process.poll() is None
+        try:
+            clean = self._receive(time.monotonic() + timeout_s).get("clean") is True
+        except (TimeoutError, _WorkerLost):
+            return False
+        self.cleanup_pending = False
+        return clean
+
+    def _receive(self, deadline: float) -> dict:
+        fd = self.process.stdout.fileno()
+        header_size = _zygote.FRAME_HEADER.size
+        while True:
+            if len(self._buffer) >= header_size:
+                (size,) = _zygote.FRAME_HEADER.unpack(self._buffer[:header_size])
+                if size > _zygote.MAX_FRAME_BYTES:
+                    raise _WorkerLost(f"frame of {size} bytes")
+                if len(self._buffer) >= header_size + size:
+                    body = self._buffer[header_size:header_size + size]
+                    self._buffer = self._buffer[header_size + size:]
+                    try:
+                        return json.loads(body)
+                    except ValueError as exc:
+                        raise _WorkerLost(f"malformed frame: {exc}") from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("no answer in time")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    code = self.process.poll()
+                    raise _WorkerLost(f"worker exited (status {code})" if code is not None else "worker closed its pipe")
+                self._buffer += chunk
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-limit:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:  # the whole group: bwrap, or the fallback zygote and its jobs
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.launch.scratch_dir:
+            shutil.rmtree(self.launch.scratch_dir, ignore_errors=True)
+
+
+def _stop_all(workers: set) -> None:
+    for worker in list(workers):
+        worker.stop()
+    workers.clear()
+
+
+def _encode_default(value: Any) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (pd.Timestamp, pd.Timedelta)):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def encode_input(value: Any) -> Any:
+    """A job input as JSON: DataFrames/Series travel as tagged records (rebuilt by the worker)."""
+    import pandas as pd
+
+    if isinstance(value, pd.DataFrame):
+        split = value.to_dict(orient="split")
+        return {_zygote.TABLE_TAG: {"kind": "frame", "columns": split["columns"], "index": split["index"],
+                                    "data": split["data"]}}
+    if isinstance(value, pd.Series):
+        return {_zygote.TABLE_TAG: {"kind": "series", "index": value.index.tolist(), "data": value.tolist(),
+                                    "name": value.name}}
+    if isinstance(value, Mapping):
+        return {str(key): encode_input(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_input(item) for item in value]
+    return value
+
+
+class Sandbox:
+    """Run model-written Python in isolated, resource-limited, pre-warmed worker processes.
+
+    Each job is a fresh fork of a warm zygote (numpy and pandas already
+    imported), so jobs cannot see each other and a run costs a fork, not an
+    interpreter start. A worker that crashes, stops answering or is left
+    unclean by a job is replaced. Thread-safe; `run` blocks while every worker
+    is busy. Use as a context manager, or call `close()`.
+    """
+
+    def __init__(self, pool_size: int = 2, limits: Limits = Limits(), *, isolation: IsolationChoice = "auto",
+                 audit: bool = True, startup_timeout_s: float = 120.0, max_jobs_per_worker: int = 5000):
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        self.limits = limits
+        self.audit = audit
+        self._isolation_choice = isolation
+        self._startup_timeout_s = startup_timeout_s
+        self._max_jobs = max_jobs_per_worker
+        # Workers are forked from this one long-lived thread: their die-with-parent
+        # signal follows the thread that started them, which must outlive them.
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="finharness-sandbox-spawn")
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        self._live: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop_all, self._live)
+        self.isolation = isolation_label(isolation, audit)
+        """The layers in force (recorded in every result too)."""
+        try:
+            workers = [self._spawn() for _ in range(pool_size)]
+            for worker in workers:  # started together, awaited together
+                worker.wait_ready(startup_timeout_s)
+                self._check_headroom(worker)
+                self._idle.put(worker)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ public API
+
+    def run(self, code: str, *, mode: Mode = "last_expression", inputs: Mapping[str, Any] | None = None,
+            call: tuple[str, Sequence[Sequence[Any] | Mapping[str, Any]]] | None = None,
+            limits: Limits | None = None) -> ExecResult:
+        """Execute `code` in a sandbox and return what happened.
+
+        mode: "last_expression" (the value of the last statement, as BizBench's
+        official pipeline), "answer_variable" (the variable `answer`), or
+        "call" (implied by `call`).
+        inputs: variables set before the program runs (plain JSON values,
+        numpy arrays, pandas DataFrames/Series).
+        call: (function name, argument lists): define the function from the
+        program, then call it on each list (positional) or dict (keywords) in
+        this one job; `value` is the list of results.
+        limits: overrides the sandbox's limits for this run.
+        """
+        job = self._job(code, mode, inputs, call, limits or self.limits)
+        worker = self._acquire()
+        replace = True
+        try:
+            reply = worker.request(job, job["limits"]["wall_s"] + _REPLY_GRACE_S)
+            replace = worker.jobs_done >= self._max_jobs
+        except TimeoutError:
+            reply = {"status": "timeout", "error_class": "WorkerUnresponsive",
+                     "message": "the sandbox worker did not answer in time; it was replaced"}
+        except _WorkerLost as exc:
+            reply = {"status": "error", "error_class": "WorkerCrashed",
+                     "message": f"the sandbox worker died during the run ({exc}); it was replaced"}
+        finally:
+            self._release(worker, replace)
+        return self._result(reply, worker.launch.isolation)
+
+    async def run_async(self, code: str, **options: Any) -> ExecResult:
+        """`run` without blocking the event loop (same keyword options)."""
+        return await asyncio.to_thread(self.run, code, **options)
+
+    def worker_pids(self) -> list[int]:
+        """Host pids of the live workers' root processes (for diagnostics and tests)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._live]
+
+    def close(self) -> None:
+        """Stop every worker; jobs still running are killed."""
+        with self._lock:
+            self._closed = True
+        self._finalizer()
+        self._spawner.shutdown(wait=False)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _spawn(self) -> _Worker:
+        launch = plan_launch(self.limits, isolation=self._isolation_choice, audit=self.audit)
+        worker = self._spawner.submit(_Worker, launch).result()
+        with self._lock:
+            if self._closed:
+                worker.stop()
+                raise RuntimeError("the sandbox is closed")
+            self._live.add(worker)
+        return worker
+
+    def _check_headroom(self, worker: _Worker) -> None:
+        preloaded = worker.info.get("address_space_mb", 0)
+        if self.limits.memory_mb < preloaded + 64:
+            raise ValueError(f"Limits.memory_mb={self.limits.memory_mb} leaves no room: the warm worker already "
+                             f"maps {preloaded:.0f} MB (numpy, pandas); use at least {preloaded + 256:.0f}")
+
+    def _acquire(self) -> _Worker:
+        if self._closed:
+            raise RuntimeError("the sandbox is closed")
+        worker = self._idle.get()
+        if worker is not None:
+            if worker.is_clean(_REPLY_GRACE_S):
+                return worker
+            # Something of the last job survived, or the job killed the worker: retire it.
+            with self._lock:
+                self._live.discard(worker)
+            worker.stop()
+        try:  # a slot whose worker was retired: start its successor now
+            worker = self._spawn()
+            worker.wait_ready(self._startup_timeout_s)
+            return worker
+        except BaseException:
+            self._idle.put(None)
+            raise
+
+    def _release(self, worker: _Worker, replace: bool) -> None:
+        if replace:
+            with self._lock:
+                self._live.discard(worker)
+            worker.stop()
+            self._idle.put(None)
+        else:
+            self._idle.put(worker)
+
+    def _job(self, code: str, mode: str, inputs: Mapping[str, Any] | None, call: Any, limits: Limits) -> dict:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        if call is not None:
+            mode = "call"
+        if mode not in ("last_expression", "answer_variable", "call"):
+            raise ValueError(f"mode must be 'last_expression', 'answer_variable' or 'call', got {mode!r}")
+        job: dict[str, Any] = {"code": code, "mode": mode, "audit": self.audit,
+                               "limits": {"cpu_s": limits.cpu_s, "wall_s": limits.wall_s,
+                                          "memory_mb": limits.memory_mb, "file_mb": limits.file_mb,
+                                          "nproc": limits.nproc, "stdout_chars": limits.stdout_chars}}
+        if mode == "call":
+            if call is None:
+                raise ValueError("mode='call' needs call=(function_name, list_of_argument_lists)")
+            name, argument_lists = call
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"call: {name!r} is not a function name")
+            job["call"] = {"name": name, "args": [encode_input(arguments) for arguments in argument_lists]}
+        for name in inputs or {}:
+            if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+                raise ValueError(f"inputs: {name!r} is not a valid Python variable name")
+        job["inputs"] = {name: encode_input(value) for name, value in (inputs or {}).items()}
+        try:  # fail here, in the caller, not in the worker; numpy scalars become plain numbers
+            return json.loads(json.dumps(job, default=_encode_default))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"inputs/call arguments must be JSON-like values, numpy arrays or pandas "
+                             f"objects: {exc}") from exc
+
+    @staticmethod
+    def _result(reply: dict, isolation: str) -> ExecResult:
+        call_errors = reply.get("call_errors")
+        return ExecResult(
+            status=reply.get("status", "error"),
+            value=reply.get("value"),
+            error_class=reply.get("error_class"),
+            message=reply.get("message"),
+            stdout=reply.get("stdout") or "",
+            duration_s=float(reply.get("duration_s") or 0.0),
+            isolation=isolation,
+            call_errors=tuple(call_errors) if call_errors is not None else None,
+        )

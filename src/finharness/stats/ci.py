@@ -1,0 +1,76 @@
+"""95% intervals for means of per-item scores.
+
+Binary scores (every value 0 or 1) get the Wilson score interval, which stays
+inside [0, 1] and behaves at p near 0 or 1; other scores get Student's t.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean with its 95% interval and the number of items behind it."""
+
+    value: float
+    """Point estimate (NaN when n = 0)."""
+
+    ci95: tuple[float, float]
+    """Lower and upper bound of the 95% interval."""
+
+    n: int
+    """Number of items."""
+
+    variance: float = 0.0
+    """Sampling variance of `value` (used to combine estimates)."""
+
+
+def wilson_ci(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    if n == 0:
+        return (math.nan, math.nan)
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    n = int(x.size)
+    if n == 0:
+        return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
+    mean = float(x.mean())
+    var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
+    if np.all((x == 0) | (x == 1)):
+        return Estimate(mean, wilson_ci(float(x.sum()), n, confidence), n, mean * (1 - mean) / n)
+    if n == 1 or var_of_mean == 0.0:
+        return Estimate(mean, (mean, mean), n, var_of_mean)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(var_of_mean)
+    return Estimate(mean, (mean - half, mean + half), n, var_of_mean)
+
+
+def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float = 0.95,
+                     renormalise: bool = True) -> Estimate:
+    """Σ w_i·mean_i over independent estimates, with var = Σ w_i²·var_i (normal interval).
+
+    Parts with n = 0 are dropped; with `renormalise` the remaining weights are scaled to sum to
+    their original total (e.g. 0.4/0.4/0.2 with judgment missing becomes 0.5/0.5)."""
+    kept = [(w, e) for w, e in parts if e.n > 0 and not math.isnan(e.value)]
+    if not kept:
+        return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
+    total = sum(w for w, _ in parts)
+    kept_total = sum(w for w, _ in kept)
+    scale = (total / kept_total) if renormalise and kept_total > 0 else 1.0
+    value = sum(w * scale * e.value for w, e in kept)
+    var = sum((w * scale) ** 2 * e.variance for w, e in kept)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    half = z * math.sqrt(var)
+    return Estimate(value, (value - half, value + half), sum(e.n for _, e in kept), var)

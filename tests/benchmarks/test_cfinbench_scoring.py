@@ -1,0 +1,95 @@
+"""CFinBench scoring modes and aggregation, on hand-built predictions with hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from finharness.benchmarks.cfinbench.scoring import (ScoredItem, macro_over_categories, renormalised_weights,
+                                                     score_answer, summarise)
+
+# gold 'ACD': (prediction, strict, paper, opencompass)
+MULTIPLE = [
+    ("ACD", 1.0, 1.0, 1.0),
+    ("CAD", 1.0, 1.0, 0.5),    # same set, not the same string: opencompass gives 1 of 2 points
+    ("AC", 0.0, 2 / 3, 0.5),   # a subset: paper |pred|/|gold|, opencompass 1 point
+    ("AB", 0.0, 0.0, 0.0),     # B is wrong
+    ("ABCDE", 0.0, 0.0, 0.0),
+    ("", 0.0, 0.0, 0.5),       # the official quirk: an empty prediction passes the subset test
+]
+
+
+@pytest.mark.parametrize("predicted, strict, paper, opencompass", MULTIPLE)
+def test_multiple_choice_modes(predicted, strict, paper, opencompass):
+    assert score_answer(predicted, "ACD", "multi_choice", "strict") == strict
+    assert score_answer(predicted, "ACD", "multi_choice", "paper") == pytest.approx(paper)
+    assert score_answer(predicted, "ACD", "multi_choice", "opencompass") == opencompass
+
+
+def test_opencompass_mean_is_points_over_two_n():
+    points = 2 + 1 + 1 + 0 + 0 + 1  # the official evaluator's counting for MULTIPLE
+    mean = sum(score_answer(p, "ACD", "multi_choice", "opencompass") for p, *_ in MULTIPLE) / len(MULTIPLE)
+    assert mean == pytest.approx(points / (2 * len(MULTIPLE)))
+
+
+@pytest.mark.parametrize("mode", ["strict", "paper", "opencompass"])
+def test_single_and_judgment_are_plain_equality_in_every_mode(mode):
+    assert score_answer("B", "B", "single_choice", mode) == 1.0
+    assert score_answer("T", "B", "single_choice", mode) == 0.0
+    assert score_answer("", "B", "single_choice", mode) == 0.0
+    assert score_answer("错误", "错误", "judgment", mode) == 1.0
+    assert score_answer("正确", "错误", "judgment", mode) == 0.0
+
+
+def item(question_type, category, strict, parsed=True):
+    """A scored item with the same value under every extraction and scoring mode."""
+    values = {f"{e}.{s}": strict for e in ("official", "robust") for s in ("strict", "paper", "opencompass")}
+    return ScoredItem(question_type, category, values, {"official": parsed, "robust": parsed})
+
+
+ITEMS = [
+    item("single_choice", "1-1", 1.0), item("single_choice", "1-1", 0.0), item("single_choice", "2-8", 1.0),
+    item("multi_choice", "1-1", 1.0), item("multi_choice", "1-1", 0.0, parsed=False),
+    item("judgment", "4-11", 1.0), item("judgment", "4-11", 1.0),
+]
+
+
+def test_type_accuracy_is_the_mean_over_categories_with_a_matching_ci():
+    single = macro_over_categories([i for i in ITEMS if i.question_type == "single_choice"], "official.strict")
+    assert single.value == pytest.approx(0.75)  # (1/2 + 1) / 2, not the micro 2/3
+    # var = (1/2)^2 * (.5 * .5 / 2) + (1/2)^2 * 0
+    assert single.variance == pytest.approx(0.25 * 0.125)
+    half = 1.959963984540054 * math.sqrt(0.25 * 0.125)
+    assert single.ci95 == pytest.approx((0.75 - half, 0.75 + half))
+
+
+def test_final_score_weights_and_names():
+    metrics = summarise(ITEMS, "official")
+    assert metrics["strict.single"].value == pytest.approx(0.75)
+    assert metrics["strict.multiple"].value == pytest.approx(0.5)
+    assert metrics["strict.judgment"].value == pytest.approx(1.0)
+    assert metrics["strict.score"].value == pytest.approx(0.4 * 0.75 + 0.4 * 0.5 + 0.2 * 1.0)
+    assert metrics["micro"].value == pytest.approx(5 / 7)
+    assert metrics["unparseable_rate"].value == pytest.approx(1 / 7)
+    assert metrics["strict.score"].n == 7
+    low, high = metrics["strict.score"].ci95
+    assert 0.0 <= low < metrics["strict.score"].value < high <= 1.0
+    names = {f"{prefix}{m}.{part}" for prefix in ("", "robust.") for m in ("strict", "paper", "opencompass")
+             for part in ("score", "single", "multiple", "judgment")}
+    assert names | {"micro", "unparseable_rate", "robust.micro", "robust.unparseable_rate"} == set(metrics)
+    assert "official.strict.score" in summarise(ITEMS, "robust")
+
+
+def test_weights_are_renormalised_when_a_type_is_missing():
+    without_judgment = [i for i in ITEMS if i.question_type != "judgment"]
+    metrics = summarise(without_judgment, "official")
+    assert metrics["strict.judgment"].value is None and metrics["strict.judgment"].n == 0
+    assert metrics["strict.score"].value == pytest.approx(0.5 * 0.75 + 0.5 * 0.5)
+    assert renormalised_weights(["single_choice", "multi_choice"]) == {"single_choice": 0.5, "multi_choice": 0.5}
+    assert renormalised_weights(["judgment"]) == {"judgment": 1.0}
+
+
+def test_nothing_scored_gives_empty_metrics():
+    metrics = summarise([], "official")
+    assert all(m.value is None and m.n == 0 for m in metrics.values())

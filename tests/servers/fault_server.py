@@ -1,0 +1,301 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI and Anthropic shapes and injects faults.
+
+    with fault_server(script=["429", "ok"]) as server:
+        backend = from_spec(f"openai:fault-model@{server.base_url}")
+        ...
+        assert server.counters.by_kind["429"] == 1
+
+Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
+GET /v1/models. Answers are deterministic: "echo <sha256 of the last user
+message>" unless a `responder(body) -> str` is given. Each POST draws one
+fault: the next entry of `script`, then, once the script is used up, a
+random kind from `kinds` with probability `rate` (seeded), else "ok". The
+draw happens in arrival order, so a seed fixes the sequence of faults.
+Only loopback is used; the server runs in a daemon thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import email.utils
+import hashlib
+import json
+import random
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, Sequence
+
+FAULT_KINDS = (
+    "ok",                     # a normal answer
+    "429",                    # rate limited, no Retry-After
+    "429_retry_after",        # rate limited, Retry-After: <seconds>
+    "429_retry_after_date",   # rate limited, Retry-After: <HTTP date>
+    "500", "502", "503",      # server errors
+    "529",                    # Anthropic 'overloaded'
+    "400",                    # a bad request: never worth retrying
+    "reset",                  # the socket is reset without any response
+    "timeout",                # no answer for `timeout_sleep` seconds (past the client's timeout), then a close
+    "truncated_json",         # 200 with half a JSON body
+    "empty_choices",          # 200 with no choices (OpenAI) / no content and no stop_reason (Anthropic)
+    "never_stops",            # a model that runs to max_tokens: finish_reason 'length' (a valid answer)
+)
+
+RETRYABLE_FAULTS = frozenset({"429", "429_retry_after", "429_retry_after_date", "500", "502", "503",
+                              "529", "reset", "timeout", "truncated_json", "empty_choices"})
+"""Faults a client should retry; '400' should fail at once and 'never_stops' is an answer."""
+
+MODEL_ID = "fault-model"
+MODEL_ROOT = "fault-server/rev-1"
+
+
+@dataclass
+class FaultCounters:
+    """What the server saw; read it after the calls have finished."""
+
+    requests: int = 0
+    """POSTs to a generation route."""
+
+    by_kind: collections.Counter = field(default_factory=collections.Counter)
+    """POSTs per fault kind served (including 'ok')."""
+
+    served: list[str] = field(default_factory=list)
+    """Fault kinds in arrival order."""
+
+    in_flight: int = 0
+    max_in_flight: int = 0
+    """Most generation requests being handled at the same time (a stalled 'timeout' request
+    is left out while it stalls: its client has given up on it)."""
+
+    bodies: list[dict] = field(default_factory=list)
+    """Decoded JSON request bodies, in arrival order."""
+
+    headers: list[dict] = field(default_factory=list)
+    """Request headers (lower-cased names), in arrival order."""
+
+    model_listings: int = 0
+    """GET /v1/models calls."""
+
+    def retryable_faults(self) -> int:
+        return sum(n for kind, n in self.by_kind.items() if kind in RETRYABLE_FAULTS)
+
+
+class FaultServer(ThreadingHTTPServer):
+    daemon_threads = True  # a handler still sleeping in a 'timeout' fault must not block shutdown
+
+    def __init__(self, *, script: Sequence[str], rate: float, seed: int, kinds: Sequence[str],
+                 retry_after: int, timeout_sleep: float, latency: float,
+                 responder: Callable[[dict], str] | None):
+        unknown = (set(script) | set(kinds)) - set(FAULT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {FAULT_KINDS}")
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.script = list(script)
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.kinds = list(kinds)
+        self.retry_after = retry_after
+        self.timeout_sleep = timeout_sleep
+        self.latency = latency
+        self.responder = responder
+        self.counters = FaultCounters()
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def begin(self, body: dict, headers: dict) -> str:
+        """Draw the fault for one POST and count it in."""
+        with self.lock:
+            c = self.counters
+            if c.requests < len(self.script):
+                kind = self.script[c.requests]
+            elif self.rate > 0 and self.rng.random() < self.rate:
+                kind = self.rng.choice(self.kinds)
+            else:
+                kind = "ok"
+            c.requests += 1
+            c.by_kind[kind] += 1
+            c.served.append(kind)
+            c.bodies.append(body)
+            c.headers.append(headers)
+            c.in_flight += 1
+            c.max_in_flight = max(c.max_in_flight, c.in_flight)
+            return kind
+
+    def end(self) -> None:
+        with self.lock:
+            self.counters.in_flight -= 1
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # resets and timeouts break sockets on purpose; no tracebacks on stderr
+
+
+def answer_text(body: dict) -> str:
+    """The deterministic answer: a hash of the last user message."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1]["content"] if users else ""
+    if not isinstance(content, str):  # Anthropic content blocks
+        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return "echo " + hashlib.sha256(content.encode()).hexdigest()[:16]
+
+
+def _words(body: dict) -> int:
+    system = body.get("system") or ""
+    return len(str(system).split()) + sum(len(str(m.get("content", "")).split())
+                                          for m in body.get("messages", []))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like real servers, so the client pool is exercised
+    server: FaultServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            super().finish()
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None,
+              raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") != "/v1/models":
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        with self.server.lock:
+            self.server.counters.model_listings += 1
+        self._send(200, {"object": "list", "data": [
+            {"id": MODEL_ID, "object": "model", "owned_by": "fault-server", "root": MODEL_ROOT,
+             "created": int(time.time())}]})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/v1/chat/completions":
+            shape = "openai"
+        elif self.path == "/v1/messages":
+            shape = "anthropic"
+        else:
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        server = self.server
+        kind = server.begin(body, {k.lower(): v for k, v in self.headers.items()})
+        if kind == "timeout":
+            # The client gives up on a stalled request, so it leaves the in-flight count now:
+            # max_in_flight measures the client's concurrency, not abandoned work.
+            server.end()
+            time.sleep(server.timeout_sleep)
+            self.close_connection = True  # never answer
+            return
+        try:
+            if server.latency:
+                time.sleep(server.latency)
+            self._serve(kind, shape, body)
+        except OSError:
+            pass  # the client went away (e.g. after its timeout)
+        finally:
+            server.end()
+
+    def _serve(self, kind: str, shape: str, body: dict) -> None:
+        server = self.server
+        if kind == "reset":
+            # SO_LINGER 0 turns close() into a TCP RST: a connection reset with no response.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        if kind.startswith("429"):
+            headers = {}
+            if kind == "429_retry_after":
+                headers["Retry-After"] = str(server.retry_after)
+            elif kind == "429_retry_after_date":
+                headers["Retry-After"] = email.utils.formatdate(time.time() + server.retry_after,
+                                                                usegmt=True)
+            return self._send(429, _error(shape, "rate_limit_error", "slow down"), headers)
+        if kind.isdigit():
+            error_type = {"400": "invalid_request_error", "529": "overloaded_error"}.get(kind, "api_error")
+            return self._send(int(kind), _error(shape, error_type, f"injected HTTP {kind}"))
+        max_tokens = int(body.get("max_tokens") or 16)
+        if kind == "never_stops":
+            text, finished = " ".join(["loop"] * max_tokens), False
+        else:
+            text = server.responder(body) if server.responder else answer_text(body)
+            finished = True
+        payload = (_openai_answer if shape == "openai" else _anthropic_answer)(body, text, finished)
+        if kind == "empty_choices":
+            if shape == "openai":
+                payload["choices"] = []
+            else:
+                payload["content"], payload["stop_reason"] = [], None
+        raw = None
+        if kind == "truncated_json":
+            full = json.dumps(payload).encode()
+            raw = full[: len(full) // 2]
+        self._send(200, payload, raw=raw)
+
+
+def _error(shape: str, error_type: str, message: str) -> dict:
+    if shape == "anthropic":
+        return {"type": "error", "error": {"type": error_type, "message": message}}
+    return {"error": {"type": error_type, "message": message, "code": None}}
+
+
+def _openai_answer(body: dict, text: str, finished: bool) -> dict:
+    completion_tokens = len(text.split())
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                              "finish_reason": "stop" if finished else "length"}
+    if body.get("logprobs"):
+        top = int(body.get("top_logprobs") or 0)
+        choice["logprobs"] = {"content": [
+            {"token": tok, "logprob": -0.5, "top_logprobs": [
+                {"token": tok, "logprob": -0.5}, *({"token": f"alt{i}", "logprob": -2.0 - i}
+                                                   for i in range(top - 1))]}
+            for tok in text.split()]}
+    return {"id": "chatcmpl-fault", "object": "chat.completion", "model": body.get("model"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": _words(body), "completion_tokens": completion_tokens,
+                      "total_tokens": _words(body) + completion_tokens}}
+
+
+def _anthropic_answer(body: dict, text: str, finished: bool) -> dict:
+    return {"id": "msg_fault", "type": "message", "role": "assistant", "model": body.get("model"),
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn" if finished else "max_tokens",
+            "usage": {"input_tokens": _words(body), "output_tokens": len(text.split())}}
+
+
+@contextlib.contextmanager
+def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0,
+                 kinds: Sequence[str] = tuple(sorted(RETRYABLE_FAULTS)), retry_after: int = 2,
+                 timeout_sleep: float = 2.0, latency: float = 0.0,
+                 responder: Callable[[dict], str] | None = None) -> Iterator[FaultServer]:
+    """Run a FaultServer in a background thread; yields it (`.base_url`, `.counters`).
+
+    script: fault kinds for the first POSTs, in order; rate/seed/kinds: the random
+    mix after the script; retry_after: seconds sent in Retry-After; timeout_sleep:
+    how long a 'timeout' fault stalls (make it longer than the client's timeout);
+    latency: seconds every POST takes (to make requests overlap)."""
+    server = FaultServer(script=script, rate=rate, seed=seed, kinds=kinds, retry_after=retry_after,
+                         timeout_sleep=timeout_sleep, latency=latency, responder=responder)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name="fault-server", daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -1,0 +1,217 @@
+"""The llama.cpp backends (llamacpp:PATH and embedded) on the real 0.5B model.
+
+Log-likelihoods are checked against a naive recomputation (cleared cache, context +
+continuation evaluated in one go, per continuation), never against llama-cpp-python's
+`echo=True` prompt logprobs, which are wrong for models without BOS such as Qwen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import numpy as np
+import pytest
+from scipy.special import log_softmax
+
+from finharness.backends import embedded, llamacpp
+from finharness.backends.llamacpp import LlamaCppOptions, parse_spec
+from finharness.backends.model_files import embedded_model
+from finharness.core.backend import BackendError, SpecError
+from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, messages
+
+# Per-token logits of the same position differ slightly between a KV-reusing evaluation and
+# a from-scratch one: llama.cpp's quantised (Q4_K/Q8) matrix kernels and its attention
+# accumulate in a different order for a batch of 500 tokens than for a batch of 3, and the
+# cached K/V are f16. Measured differences are ~1e-3 nats per token; 0.05 nats per
+# continuation leaves room across builds while still catching a wrong row or token (which
+# shifts a sum by whole nats).
+REUSE_TOLERANCE_NATS = 0.05
+
+CONTEXT = (
+    "The nominal risk-free rate is the sum of the real risk-free rate and a premium for expected "
+    "inflation. A corporate bond also pays premiums for default risk and liquidity. Question: "
+    "which premium explains most of the yield gap between a 30-year Treasury bond and a 30-year "
+    "bond of a small private issuer? Answer:")
+CHOICES = (" liquidity and default risk", " maturity", " expected inflation")
+
+
+# --- no model needed ---------------------------------------------------------------------------
+
+
+def test_spec_options_are_parsed(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    path, options = parse_spec(f"llamacpp:{model}?n_ctx=1024&threads=3")
+    assert path == model and options == LlamaCppOptions(n_ctx=1024, threads=3)
+    assert parse_spec(f"llamacpp:{model}")[1] == LlamaCppOptions()
+
+
+@pytest.mark.parametrize("suffix, message", [
+    ("?n_cxt=1024", "unknown option 'n_cxt'"),
+    ("?n_ctx=big", "must be an integer"),
+    ("?n_ctx", "malformed options"),
+])
+def test_bad_spec_options_are_named(tmp_path, suffix, message):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with pytest.raises(SpecError, match=message):
+        parse_spec(f"llamacpp:{model}{suffix}")
+
+
+def test_missing_model_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="model file not found"):
+        llamacpp.from_spec(f"llamacpp:{tmp_path / 'absent.gguf'}")
+
+
+# --- the 0.5B model ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def backend():
+    # Small n_ctx keeps the scoring context's logits buffer small; 2 threads: a shared machine.
+    model = embedded.from_spec("embedded?n_ctx=2048&threads=2")
+    yield model
+    asyncio.run(model.aclose())
+
+
+def _generate(backend, max_tokens: int, **params) -> object:
+    request = GenerateRequest(messages(("user", "Name three kinds of bond risk.")),
+                              GenerateParams(max_tokens=max_tokens, **params))
+    return asyncio.run(backend.generate(request))
+
+
+def _naive_logprobs(backend, request: LoglikelihoodRequest) -> tuple[list[float], list[bool]]:
+    """Reference: per continuation, a cleared cache and context + continuation evaluated at once."""
+    llm = backend._scoring_model()
+    context, continuations = backend.encode_request(request.context, request.continuations)
+    sums, greedy = [], []
+    for tokens in continuations:
+        llm.reset()
+        llm.eval(context + tokens)
+        rows = llm.scores[len(context) - 1:len(context) - 1 + len(tokens)].astype(np.float64)
+        sums.append(float(log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens].sum()))
+        greedy.append(bool((rows.argmax(-1) == tokens).all()))
+    llm.reset()
+    return sums, greedy
+
+
+@pytest.mark.model
+def test_embedded_identity_names_engine_weights_and_template(backend):
+    identity = backend.identity()
+    assert identity["model_sha256"] == embedded_model("embedded").sha256
+    assert identity["engine"].startswith("llama.cpp")
+    assert "<|im_start|>" in identity["chat_template"]
+    assert identity["n_ctx"] == 2048 == backend.capabilities.context_length
+    assert backend.spec == "embedded?n_ctx=2048&threads=2"
+
+
+@pytest.mark.model
+def test_generation_is_deterministic_and_honours_max_tokens(backend):
+    first, second = _generate(backend, 6), _generate(backend, 6)
+    assert first.text == second.text and first.text.strip()
+    assert first.finish_reason == "length" and first.truncated
+    assert first.completion_tokens == 6
+    assert first.prompt_tokens == backend.count_tokens(first.prompt_text)
+
+
+@pytest.mark.model
+def test_prompt_is_rendered_with_the_gguf_chat_template(backend):
+    response = _generate(backend, 2)
+    assert "<|im_start|>user\nName three kinds of bond risk.<|im_end|>" in response.prompt_text
+    assert response.prompt_text.endswith("<|im_start|>assistant\n")
+
+
+@pytest.mark.model
+def test_stop_string_ends_generation(backend):
+    response = asyncio.run(backend.generate(GenerateRequest(
+        messages(("user", "Count from 1 to 10, separated by commas.")),
+        GenerateParams(max_tokens=40, stop=("5",)))))
+    assert response.finish_reason == "stop" and "5" not in response.text and "4" in response.text
+
+
+@pytest.mark.model
+def test_top_logprobs_are_returned_when_asked(backend):
+    response = _generate(backend, 3, top_logprobs=3)
+    assert response.logprobs is not None and len(response.logprobs) == 3
+    for token in response.logprobs:
+        assert len(token.top) == 3 and token.logprob <= 0
+        assert token.top[0][1] >= token.top[1][1] >= token.top[2][1]
+        assert token.top[0][0] == token.token  # greedy: the chosen token is the most likely one
+    assert "".join(t.token for t in response.logprobs) == response.text
+
+
+@pytest.mark.model
+def test_continuations_are_split_as_lm_eval_splits_them(backend):
+    context, continuations = backend.encode_request("Answer: ", (" A", "B"))
+    # The context's trailing space moves onto the continuation: "Answer:" + " B".
+    assert context == backend._tokenize("Answer:", add_bos=False)
+    whole = backend._tokenize("Answer: B", add_bos=False)
+    assert continuations[1] == whole[len(context):]
+    assert len(continuations[0]) >= 1
+    empty_context, _ = backend.encode_request("", (" A",))
+    assert len(empty_context) == 1  # a BOS/EOS prefix so the first token has something to follow
+
+
+@pytest.mark.model
+def test_loglikelihood_with_kv_reuse_equals_naive_recomputation(backend):
+    request = LoglikelihoodRequest(CONTEXT, CHOICES)
+    response = asyncio.run(backend.loglikelihood(request))
+    naive, naive_greedy = _naive_logprobs(backend, request)
+    assert all(lp < 0 for lp in response.logprobs)
+    np.testing.assert_allclose(response.logprobs, naive, atol=REUSE_TOLERANCE_NATS)
+    assert int(np.argmax(response.logprobs)) == int(np.argmax(naive))
+    assert response.is_greedy == tuple(naive_greedy)
+    assert response.continuation_tokens == tuple(len(t) for t in backend.encode_request(CONTEXT, CHOICES)[1])
+    needed = response.context_tokens + sum(response.continuation_tokens)
+    assert 0 < response.tokens_evaluated <= 1.1 * needed
+
+
+@pytest.mark.model
+def test_kv_cache_is_reused_across_requests_sharing_the_context(backend):
+    first = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(CONTEXT, CHOICES)))
+    again = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(CONTEXT, (" A", " B"))))
+    # Same context: nothing of it is evaluated again; one-token continuations need no evaluation.
+    assert first.tokens_evaluated >= first.context_tokens
+    assert again.tokens_evaluated == 0
+    longer = CONTEXT + " The premium"
+    extended = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(longer, (" is",))))
+    assert extended.tokens_evaluated <= extended.context_tokens - first.context_tokens + 2
+    # And the reused state gives the same numbers as a fresh one.
+    np.testing.assert_allclose(again.logprobs, _naive_logprobs(
+        backend, LoglikelihoodRequest(CONTEXT, (" A", " B")))[0], atol=REUSE_TOLERANCE_NATS)
+
+
+@pytest.mark.model
+def test_greedy_continuation_is_flagged(backend):
+    llm = backend._scoring_model()
+    context, _ = backend.encode_request(CONTEXT, ())
+    llm.reset()
+    llm.eval(context)
+    best = int(llm.scores[len(context) - 1].argmax())
+    llm.reset()
+    best_text = llm.detokenize([best]).decode()
+    response = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(CONTEXT, (best_text, " zebra"))))
+    assert response.is_greedy == (True, False)
+    assert response.logprobs[0] > response.logprobs[1] and math.isfinite(response.logprobs[1])
+
+
+@pytest.mark.model
+def test_context_overflow_is_a_clear_error(backend):
+    with pytest.raises(BackendError, match="n_ctx=2048"):
+        asyncio.run(backend.loglikelihood(LoglikelihoodRequest("risk " * 3000, (" A",))))
+    # The backend still works afterwards.
+    assert asyncio.run(backend.loglikelihood(LoglikelihoodRequest(CONTEXT, (" A",)))).logprobs[0] < 0
+
+
+@pytest.mark.model15
+def test_embedded_1_5b_generates_and_scores():
+    model = embedded.from_spec("embedded:1.5b?n_ctx=1024&threads=2")
+    try:
+        assert model.identity()["model_sha256"] == embedded_model("embedded:1.5b").sha256
+        assert _generate(model, 4).completion_tokens == 4
+        response = asyncio.run(model.loglikelihood(LoglikelihoodRequest(CONTEXT, CHOICES)))
+        np.testing.assert_allclose(response.logprobs, _naive_logprobs(
+            model, LoglikelihoodRequest(CONTEXT, CHOICES))[0], atol=REUSE_TOLERANCE_NATS)
+    finally:
+        asyncio.run(model.aclose())

@@ -1,0 +1,57 @@
+"""Intervals and paired tests against independent computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from finharness.stats import mean_ci, paired_test, weighted_mean_ci, wilson_ci
+
+
+def test_wilson_matches_scipy_binomtest():
+    lo, hi = wilson_ci(7, 20)
+    ref = stats.binomtest(7, 20).proportion_ci(confidence_level=0.95, method="wilson")
+    assert lo == pytest.approx(ref.low, abs=1e-9) and hi == pytest.approx(ref.high, abs=1e-9)
+
+
+def test_mean_ci_binary_uses_wilson_and_continuous_uses_t():
+    b = mean_ci([1, 0, 1, 1, 0])
+    assert b.value == pytest.approx(0.6) and b.n == 5 and 0 <= b.ci95[0] < 0.6 < b.ci95[1] <= 1
+    x = [0.2, 0.5, 0.9, 0.4]
+    c = mean_ci(x)
+    half = stats.t.ppf(0.975, 3) * np.std(x, ddof=1) / 2
+    assert c.ci95[1] - c.value == pytest.approx(half)
+
+
+def test_empty_mean_is_nan_with_n_zero():
+    e = mean_ci([])
+    assert e.n == 0 and math.isnan(e.value)
+
+
+def test_weighted_mean_renormalises_over_present_parts():
+    a, b, missing = mean_ci([1, 1, 0, 0]), mean_ci([1, 1, 1, 0]), mean_ci([])
+    w = weighted_mean_ci([(0.4, a), (0.4, b), (0.2, missing)])
+    assert w.value == pytest.approx(0.5 * 0.5 + 0.5 * 0.75)
+    # variance follows the (renormalised) weights
+    assert w.variance == pytest.approx(0.25 * a.variance + 0.25 * b.variance)
+    assert w.ci95[0] < w.value < w.ci95[1]
+
+
+def test_paired_binary_uses_exact_mcnemar():
+    a = {str(i): v for i, v in enumerate([1, 1, 0, 0, 1, 0, 1, 0, 0, 0])}
+    b = {str(i): v for i, v in enumerate([1, 1, 1, 1, 1, 1, 1, 0, 1, 0])}
+    r = paired_test(a, b)
+    assert r.test == "mcnemar-exact" and r.n == 10
+    assert r.diff == pytest.approx(0.4)
+    assert r.p_value == pytest.approx(stats.binomtest(4, 4, 0.5).pvalue)
+
+
+def test_paired_continuous_uses_paired_t_on_common_items():
+    a = {"x": 0.1, "y": 0.4, "z": 0.3, "only_a": 1.0}
+    b = {"x": 0.3, "y": 0.5, "z": 0.6}
+    r = paired_test(a, b)
+    assert r.n == 3 and r.test == "paired-t"
+    assert r.p_value == pytest.approx(stats.ttest_rel([0.3, 0.5, 0.6], [0.1, 0.4, 0.3]).pvalue)

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Generate the dataset registry (src/finharness/data/sources.json) from a local copy of the official data.
+
+    python tools/make_sources.py DATA_ROOT > src/finharness/data/sources.json
+
+DATA_ROOT is a folder laid out like ../shared/data (see its README.md): each file there is byte-identical
+to an upstream file at the commit recorded below, except the ones marked derived. The script hashes every
+file and maps it to its in-repo upstream path with the rules in DATASETS.
+
+How the upstream paths were checked: each rule marked `confirmed` was looked up path by path in an index of
+the public repositories (every one of the 143 NASDAQ files, every IDEAFinBench file, ...), and sizes were
+compared where the text could be read. Paths the index did not hold are marked `unconfirmed`: they are the
+place the repository's own layout or documentation points to, recorded as `unconfirmed_path`, never as
+`upstream_path`. `pull` may try them because the sha256 decides. Files that were made here from upstream
+data (a column subset, a hand-made mapping) are `derived`: no upstream file has their bytes.
+
+Every file under DATA_ROOT must belong to exactly one dataset or be listed in IGNORED; anything else is
+reported on stderr and the script fails, so the registry cannot silently drift from the data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+# Files under DATA_ROOT that belong to no dataset entry.
+IGNORED = {
+    "README.md",  # the README of the shared copy itself
+    "convfinqa/LICENSE",  # only ConvFinQA's licence is here; its data is not (see the `convfinqa` entry)
+}
+
+CONFIRMED, UNCONFIRMED, DERIVED = "confirmed", "unconfirmed", "derived"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Maps local paths (relative to the dataset's local folder) to upstream paths."""
+
+    pattern: str
+    """Regular expression matched against the whole local path."""
+    template: str | None
+    """re.sub template giving the in-repo path (confirmed or unconfirmed) or, for derived files, the upstream
+    file they were derived from (None when there is no single one)."""
+    status: str = CONFIRMED
+    """confirmed | unconfirmed | derived."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    repository: str | None
+    commit: str | None
+    licence: str
+    layout: str
+    local_dir: str
+    rules: tuple[Rule, ...] = ()
+    include: str = r".*"
+    notes: tuple[str, ...] = ()
+    homepage: str | None = None
+    available_here: bool = True
+
+
+IDEA_UNCONFIRMED = (r"cfa_l2/subject_mapping\.json|cpa_multi/subject_mapping\.json"
+                    r"|cpa_multi/test/(auditing|economic_law|strategy|tax_law)_test\.csv"
+                    r"|cpa_one/test/(accounting|economic_law|financial_management|strategy)_test\.csv")
+
+DATASETS: tuple[Spec, ...] = (
+    Spec(
+        name="ucfe",
+        description="UCFE: 17 user-centred financial tasks, 330 items, with the official run settings.",
+        repository="TobyYang7/UCFE-Benchmark", commit="6f6e54f", licence="Apache-2.0",
+        layout="UCFE_bench.json: {task: [{role_prompt, model_prompt, information, needs, evaluation_prompt, "
+               "evaluation_hints, id}]}; tasks starting with 0_ are single-turn; config/*.json: run settings "
+               "(keys empty)",
+        local_dir="ucfe/", include=r"UCFE_bench\.json|config/.*|LICENSE\.txt",
+        rules=(Rule(r"UCFE_bench\.json|config/.*", r"\g<0>"),
+               Rule(r"LICENSE\.txt", r"\g<0>", UNCONFIRMED)),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",
+               "LICENSE.txt is not in the index of the repository"),
+    ),
+    Spec(
+        name="ucfe-gpt4o-dialogues",
+        description="The released GPT-4o dialogues for all 330 UCFE items.",
+        repository="TobyYang7/UCFE-Benchmark", commit="6f6e54f", licence="Apache-2.0",
+        layout="log/DATE_TIME_gpt-4o_eng.json: {task: [{the UCFE_bench.json fields, dialogue: [{role: 用户|AI助手, "
+               "content}], dialogue_round, model, total_tokens}]}",
+        local_dir="ucfe/", include=r"log/.*",
+        rules=(Rule(r"log/.*", r"\g<0>"),),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",),
+    ),
+    Spec(
+        name="fintradebench-seed",
+        description="FinTradeBench: 150 expert seed questions (F 50, FT 50, T 50) with golden indicators.",
+        repository="fintradebench-anonymous/PaperSubmission", commit="a6134bb", licence="none stated",
+        layout="FinTradeBench_Golden_Seed_150.csv: question_id,question,golden_indicators,response "
+               "(indicators separated by |); README_dummy_data.md: the upstream data README",
+        local_dir="fintradebench/", include=r"FinTradeBench_Golden_Seed_150\.csv|README_dummy_data\.md",
+        rules=(Rule(r"FinTradeBench_Golden_Seed_150\.csv", r"dummy_data/\g<0>"),
+               Rule(r"README_dummy_data\.md", r"dummy_data/README.md")),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",),
+    ),
+    Spec(
+        name="fintradebench-history",
+        description="FinTradeBench daily OHLCV for AAPL, ADSK, AMZN, GOOG, META, NVDA, TSLA to 2025-10-03.",
+        repository="fintradebench-anonymous/PaperSubmission", commit="a6134bb", licence="none stated",
+        layout="history_xlsx/TICKER-history.xlsx: Date,Open,High,Low,Close,Adj. Close,Change,Volume",
+        local_dir="fintradebench/", include=r"history_xlsx/.*",
+        rules=(Rule(r"history_xlsx/(.*)", r"dummy_data/Raw_RAG_Documents/history/\1"),),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",),
+    ),
+    Spec(
+        name="fintradebench-fundamentals",
+        description="FinTradeBench quarterly fundamental ratios (F_* columns), forward-filled per trading day.",
+        repository="fintradebench-anonymous/PaperSubmission", commit="a6134bb", licence="none stated",
+        layout="fundamentals/TICKER.csv: Date (MM/DD/YYYY) and the F_* ratio columns",
+        local_dir="fintradebench/", include=r"fundamentals/.*",
+        rules=(Rule(r"fundamentals/(.*)\.csv",
+                    r"dummy_data/Precomputed_Contexts/\1-daily_with_fundamentals.csv", DERIVED),),
+        notes=("derived, no upstream file: the fundamental (F_*) columns of the upstream "
+               "Precomputed_Contexts/TICKER-daily_with_fundamentals.csv; pull it from a local copy (--from)",),
+    ),
+    Spec(
+        name="fintradebench-sec-filings",
+        description="55 raw EDGAR 10-K/10-Q filings (inline XBRL HTML), 2024-2025, for the 7 FinTradeBench firms.",
+        repository="fintradebench-anonymous/PaperSubmission", commit="a6134bb", licence="public domain (SEC)",
+        layout="SEC_Filings/TICKER/FORM_FILINGDATE_ACCESSION.htm (folders Goog and Meta are mixed case)",
+        local_dir="fintradebench/", include=r"SEC_Filings/.*",
+        rules=(Rule(r"SEC_Filings/(.*)", r"dummy_data/Raw_RAG_Documents/SEC_Filings/\1", UNCONFIRMED),),
+        notes=("no filing is in the index of the repository; unconfirmed_path follows the folder structure "
+               "its dummy_data/README.md documents (Raw_RAG_Documents/SEC_Filings/TICKER/)",
+               "each file is the primary document of the EDGAR filing whose accession number is in its name",
+               "commit is the short id given with the copy; the full 40-hex id was not found"),
+    ),
+    Spec(
+        name="nasdaq100-ohlcv",
+        description="Daily prices for 143 NASDAQ-100 members (current and former), 2014-03 to 2024-03.",
+        repository="dieperdev/nasdaq-stock-data", commit="0352380b59129a878249aedbb1723696c893f920",
+        licence="Unlicense",
+        layout="TICKER.csv: nasdaq.com export Date,Close,Volume,Open,High,Low; MM/DD/YYYY, "
+               "$ prices, thousands separators in volumes, newest first",
+        local_dir="nasdaq100_ohlcv/nasdaq_com_2014_2024/",
+        rules=(Rule(r"README\.md", r"README.md"),
+               Rule(r"LICENSE", r"LICENSE", UNCONFIRMED),
+               Rule(r".*\.csv", r"data/\g<0>")),
+        notes=("a selection of the upstream data/ folder (about 6,700 tickers): the NASDAQ-100 members",
+               "LICENSE is not in the index of the repository"),
+    ),
+    Spec(
+        name="tatqa",
+        description="TAT-QA: hybrid table/text financial QA; dev (1,668 q), test, and test_gold with answers.",
+        repository="NExTplusplus/TAT-QA", commit="870accc41953dcde885aabeb963d94aabdc0fbc3", licence="MIT",
+        layout="dataset_raw/tatqa_dataset_{dev,test,test_gold}.json: [{table, paragraphs, questions: [{uid, "
+               "question, answer, derivation, answer_type, scale, ...}]}]; dataset_tagop/: the TagOp dev file; "
+               "sample_prediction.json",
+        local_dir="tatqa/", rules=(Rule(r".*", r"\g<0>"),),
+    ),
+    Spec(
+        name="finqa-meta",
+        description="FinQA operation and constant lists and example predictions (not the question files).",
+        repository="czyssrs/FinQA", commit="0f16e28", licence="MIT",
+        layout="operation_list.txt, constant_list.txt: one token a line; example_predictions.json: "
+               "[{id, predicted: [program tokens]}]",
+        local_dir="finqa/",
+        rules=(Rule(r"constant_list\.txt", r"code/generator/constant_list.txt"),
+               Rule(r"operation_list\.txt", r"code/retriever/operation_list.txt"),
+               Rule(r"example_predictions\.json", r"code/evaluate/example_predictions.json"),
+               Rule(r"LICENSE", r"LICENSE", UNCONFIRMED)),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",
+               "LICENSE is not in the index of the repository"),
+    ),
+    Spec(
+        name="bizbench-prompts",
+        description="The official BizBench system prompts with one-shot samples per task, and a result sheet.",
+        repository="kensho-technologies/benchmarks-pipeline", commit="cdffa9ba40851e656389b76bf2725f1ed848b363",
+        licence="MIT",
+        layout="prompts/TASK_{cot,code}.json (system prompt, one-shot samples); results/MODEL-cot.csv",
+        local_dir="bizbench/", rules=(Rule(r".*", r"\g<0>"),),
+        notes=("mc_cot.json and no_context_cot.json contain merge-conflict markers upstream",),
+    ),
+    Spec(
+        name="cfinbench-categories",
+        description="CFinBench's 43 categories (ids 1-1 ... 4-11) with Chinese and English names.",
+        repository="yanbinwei/CFinBench-Eval", commit="9364f1b5eb5dbfa2dc425db3b469649f68734cbb",
+        licence="Apache-2.0",
+        layout="category_mapping.json: {first_level, zh, en, types, counts_per_level}",
+        local_dir="cfinbench/", include=r"category_mapping\.json",
+        rules=(Rule(r".*", None, DERIVED),),
+        notes=("derived, no upstream file: assembled from the mapping dict in "
+               "configs/datasets/CFinBench/*/cfinbench_gen_*.py and the README table (see its _source key)",),
+    ),
+    Spec(
+        name="ideafinbench",
+        description="IDEAFinBench: CFA L1 (val 1,220), CFA L2 (val 664), CPA single (val 1,414) and "
+                    "multi-answer (val 1,142) exams.",
+        repository="IDEA-FinAI/IDEAFinBench", commit="e19ff93", licence="none stated",
+        layout="{cfa_l1,cfa_l2,cpa_one,cpa_multi}/{dev,val,test}/SUBJECT_SPLIT.csv: "
+               "id,question,A,B,C,D,answer (test: no answer; CPA multi answers like A,B,D); subject_mapping.json",
+        local_dir="cfa_cpa/IDEAFinBench/",
+        rules=(Rule(IDEA_UNCONFIRMED, r"datasets/\g<0>", UNCONFIRMED),
+               Rule(r".*", r"datasets/\g<0>")),
+        notes=("10 small files (2 subject_mapping.json copies, 8 test files) are not in the index of the "
+               "repository; unconfirmed_path follows its datasets/ layout",
+               "commit is the short id given with the copy; the full 40-hex id was not found"),
+    ),
+    Spec(
+        name="cfa-essay",
+        description="CFA question sets collected by the CFA_essay project: FinEval CFA-Easy (1,032 "
+                    "multiple-choice items), CFA-Challenge, CFA Level III.",
+        repository="taiwanfifi/CFA_essay", commit="5d406bdb77ec0d65ecccbd19a7ed0acbda8ccab4",
+        licence="none stated",
+        layout="FinEval_CFA_Easy.data.json: [{query, text, choices, answer, gold}]; "
+               "FinEval_CFA_Challenge.data.json: [{query, answer, source}]; CFA_Level_III.data.json; "
+               "*.README.md: the upstream dataset cards",
+        local_dir="cfa_cpa/CFA_essay/",
+        rules=(Rule(r"FinEval_CFA_Easy\.data\.json", r"datasets/FinEval/CFA_Easy/data.json",
+                    UNCONFIRMED),
+               Rule(r"FinEval_(\w+)\.(data\.json|README\.md)", r"datasets/FinEval/\1/\2"),
+               Rule(r"(CFA_Level_III)\.(data\.json|README\.md)", r"datasets/\1/\2")),
+        notes=("FinEval_CFA_Easy.data.json is not in the index of the repository; its path is the one the "
+               "repository's own documentation gives (datasets/FinEval/CFA_Easy/data.json)",),
+    ),
+    # Official layouts of data that is not available here (no public copy could be found).
+    Spec(
+        name="cfinbench",
+        description="CFinBench: Chinese financial exam questions (single choice, multiple choice, judgment).",
+        repository="yanbinwei/CFinBench-Eval", commit=None, licence="Apache-2.0 (evaluation code)",
+        layout="{dev,val,test}/{single_choice,multi_choice,judgment}/{1-1..4-11}.jsonl, one object a line "
+               "with text, OptionList, Answer",
+        local_dir="cfinbench/", available_here=False, homepage="https://cfinbench.github.io/",
+        notes=("the questions are not public: obtain them from the CFinBench project and put them under "
+               "<data dir>/cfinbench/ in the layout above",),
+    ),
+    Spec(
+        name="bizbench",
+        description="BizBench: financial program synthesis, quantity extraction and domain knowledge.",
+        repository=None, commit=None, licence="Apache-2.0 (dataset card)",
+        layout="Hugging Face dataset kensho/bizbench: data/{train,test}-00000-of-00001-*.parquet with columns "
+               "question, answer, task, context, context_type, options, program",
+        local_dir="bizbench/", available_here=False, homepage="https://huggingface.co/datasets/kensho/bizbench",
+        notes=("no copy here; download the parquet files from the Hugging Face dataset",),
+    ),
+    Spec(
+        name="finqa",
+        description="FinQA: numerical reasoning over financial reports (questions with gold programs).",
+        repository="czyssrs/FinQA", commit=None, licence="MIT",
+        layout="dataset/{train,dev,test}.json: [{pre_text, post_text, table, id, qa: {question, program, "
+               "exe_ans, gold_inds, ...}}]",
+        local_dir="finqa/", available_here=False, homepage="https://github.com/czyssrs/FinQA",
+        notes=("the question files were not available when this registry was made",),
+    ),
+    Spec(
+        name="convfinqa",
+        description="ConvFinQA: conversational numerical reasoning over financial reports.",
+        repository="czyssrs/ConvFinQA", commit=None, licence="MIT",
+        layout="data.zip upstream, holding data/{train,dev}.json (one record per conversation) and "
+               "data/{train,dev}_turn.json (one record per turn: annotation, qa, ...)",
+        local_dir="convfinqa/", available_here=False, homepage="https://github.com/czyssrs/ConvFinQA",
+        notes=("the question files were not available when this registry was made; only LICENSE is in the "
+               "local copy",),
+    ),
+)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def raw_url(repository: str, commit: str, path: str) -> str:
+    return f"https://raw.githubusercontent.com/{repository}/{commit}/{path}"
+
+
+def file_entry(spec: Spec, root: Path, rel: str) -> dict:
+    """One file of a dataset: size, sha256, and where it comes from upstream."""
+    local = root / spec.local_dir / rel
+    entry: dict = {"path": rel, "size": local.stat().st_size, "sha256": sha256_of(local),
+                   "upstream_path": None, "url": None}
+    for rule in spec.rules:
+        if not re.fullmatch(rule.pattern, rel):
+            continue
+        mapped = re.sub(rf"^(?:{rule.pattern})$", rule.template, rel) if rule.template else None
+        if rule.status == CONFIRMED:
+            entry["upstream_path"] = mapped
+            entry["url"] = raw_url(spec.repository, spec.commit, mapped)
+        elif rule.status == UNCONFIRMED:
+            entry["unconfirmed_path"] = mapped
+        else:
+            entry["derived"] = True
+            if mapped:
+                entry["derived_from"] = mapped
+        return entry
+    raise SystemExit(f"{spec.name}: no rule maps {rel}")
+
+
+def build(root: Path) -> tuple[dict, list[str]]:
+    """The registry document and the local files no dataset claims."""
+    claimed: set[str] = set()
+    datasets = []
+    for spec in DATASETS:
+        files = []
+        folder = root / spec.local_dir
+        if spec.available_here:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                rel = path.relative_to(folder).as_posix()
+                if re.fullmatch(spec.include, rel):
+                    full = spec.local_dir + rel
+                    if full in claimed:
+                        raise SystemExit(f"{full} is claimed by two datasets")
+                    claimed.add(full)
+                    files.append(file_entry(spec, root, rel))
+            if not files:
+                raise SystemExit(f"{spec.name}: no files under {folder}")
+        datasets.append({
+            "name": spec.name, "description": spec.description, "available_here": spec.available_here,
+            "repository": spec.repository, "commit": spec.commit, "licence": spec.licence,
+            "layout": spec.layout, "local_dir": spec.local_dir, "homepage": spec.homepage,
+            "notes": list(spec.notes), "files": files,
+        })
+    every = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    return {"schema": SCHEMA_VERSION, "datasets": datasets}, sorted(every - claimed - IGNORED)
+
+
+def render(document: dict) -> str:
+    """Indented JSON with one line per file: readable diffs, a small file."""
+    parts = ['{\n "schema": %d,\n "datasets": [\n' % document["schema"]]
+    for i, ds in enumerate(document["datasets"]):
+        head = {k: v for k, v in ds.items() if k != "files"}
+        lines = [f'   "{k}": {json.dumps(v, ensure_ascii=False)}' for k, v in head.items()]
+        files = ",\n".join("    " + json.dumps(f, ensure_ascii=False) for f in ds["files"])
+        lines.append('   "files": [' + (f"\n{files}\n   ]" if files else "]"))
+        parts.append("  {\n" + ",\n".join(lines) + "\n  }" + ("," if i < len(document["datasets"]) - 1 else "")
+                     + "\n")
+    parts.append(" ]\n}\n")
+    return "".join(parts)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = Path(argv[1])
+    if not root.is_dir():
+        print(f"{root}: not a directory", file=sys.stderr)
+        return 2
+    document, unclaimed = build(root)
+    if unclaimed:
+        print("files under DATA_ROOT that no dataset claims (add them to a dataset or to IGNORED):",
+              *unclaimed, sep="\n  ", file=sys.stderr)
+        return 1
+    text = render(document)
+    json.loads(text)  # the hand-rendered JSON must parse
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
