@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.cfinbench import CFinBenchTask
+from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.cfinbench.extraction import official_postprocess, read_gold, read_reply
 from finharness.benchmarks.cfinbench.prompts import (FEW_SHOT_NOTE, TEMPLATES, instruction,
                                                       loglikelihood_continuation, official_loglikelihood_string,

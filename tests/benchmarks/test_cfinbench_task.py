@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.cfinbench import CFinBenchTask
+from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.cfinbench.categories import OFFICIAL_CATEGORIES
 from finharness.core.task import Models, SampleRecord
 from finharness.core.types import GenerateResponse, LoglikelihoodResponse
@@ -299,7 +299,8 @@ def test_truncation_flag_from_the_runner_is_counted(tmp_path):
     task = CFinBenchTask()
     samples = task.load(write_exam(tmp_path))
     records = run(task, samples, FakeModel(scripted))
-    flagged = [SampleRecord(r.id, r.prediction, r.score, metadata={"truncated": True}) if i == 0 else r
+    cut = {"role": "model", "event": "truncation", "policy": "paper-2048", "detail": ""}
+    flagged = [SampleRecord(r.id, r.prediction, r.score, trace=[cut]) if i == 0 else r
                for i, r in enumerate(records)]
     agg = task.aggregate(samples, flagged)
     assert agg.extra["counts"]["truncated"] == 1

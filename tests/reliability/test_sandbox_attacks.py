@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from finharness.sandbox import Limits, Sandbox, bwrap_problem
+from finharness.sandbox.launch import python_roots
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = f"fake-secret-{uuid.uuid4().hex}"
@@ -71,8 +72,7 @@ ATTACKS = [
            os_layer=(("error", "FileNotFoundError"), ("error", "PermissionError"), ("error", "OSError"))),
     Attack("read_ssh_keys",
            "import os\nanswer = [open(os.path.join(d, f)).read() for d in (os.path.expanduser('~/.ssh'), '/root/.ssh')"
-           " if os.path.isdir(d) for f in os.listdir(d)] + os.listdir('/root')",
-           os_layer=(("error", None),)),
+           " if os.path.isdir(d) for f in os.listdir(d)] + os.listdir('/root')"),
     Attack("read_etc_shadow", "answer = open('/etc/shadow').read()", os_layer=(("error", None),)),
     Attack("read_a_host_secret_file", "answer = open('{secret_file}').read()", os_layer=(("error", None),)),
     Attack("env_secrets", "import os\nanswer = str(dict(os.environ))", guarded=(("ok", None),), os_layer=(("ok", None),)),
@@ -88,14 +88,16 @@ ATTACKS = [
     Attack("allocate_50_gb", "answer = bytearray(50 * 2**30)", guarded=(("memory", "MemoryError"),),
            os_layer=(("memory", "MemoryError"),)),
     Attack("numpy_allocate_50_gb", "import numpy as np\nanswer = np.ones(50 * 2**30 // 8).sum()",
-           guarded=(("memory", "_ArrayMemoryError"),), os_layer=(("memory", "_ArrayMemoryError"),)),
+           guarded=(("memory", None),), os_layer=(("memory", None),)),
     Attack("infinite_loop", "while True:\n    pass", guarded=TIMEOUT, os_layer=TIMEOUT),
     Attack("sleep_forever", "import time\nanswer = time.sleep(3600)", guarded=(("timeout", "WallTimeout"),),
            os_layer=(("timeout", "WallTimeout"),)),
     Attack("deep_recursion", "def f(n):\n    return f(n + 1)\nanswer = f(0)", guarded=(("error", "RecursionError"),),
            os_layer=(("error", "RecursionError"),)),
+    # Python 3.11 frames live on the heap: the run ends at a crash, the memory or the CPU limit.
     Attack("stack_overflow", "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1)\nanswer = f(0)",
-           guarded=(("error", "Crashed"),), os_layer=(("error", "Crashed"),)),
+           guarded=(("error", "Crashed"), ("memory", None)) + TIMEOUT,
+           os_layer=(("error", "Crashed"), ("memory", None)) + TIMEOUT),
     Attack("import_tricks", "answer = __import__('o' + 's').system('echo x > /tmp/{mark}-imp')"),
     Attack("importlib_tricks",
            "import importlib\nanswer = importlib.import_module('sub' + 'process').check_output(['id'])"),
@@ -224,6 +226,10 @@ def test_attack_fails_closed_and_leaves_no_trace(sandbox, host, attack):
 
     if attack.name == "patch_the_harness_through_sys_modules":
         assert result.value == 42.0  # the program's own patches cannot forge its result
+    if attack.name == "read_ssh_keys" and result.ok:
+        # Only the way to the Python installation may show under /root, nothing else of the host's.
+        visible = {Path(root).relative_to("/root").parts[0] for root in python_roots() if root.startswith("/root/")}
+        assert set(result.value) <= visible, result.value
     # Nothing escaped to the host.
     assert _host_traces() == []
     assert host["listener"].connections == 0
@@ -237,10 +243,10 @@ def test_attack_fails_closed_and_leaves_no_trace(sandbox, host, attack):
     counts = []
     while time.monotonic() < deadline:
         counts = [len(_descendants(pid)) for pid in sandbox.worker_pids()]
-        if counts == [expected_count]:
+        if counts and set(counts) == {expected_count}:
             break
         time.sleep(0.05)
-    assert counts == [expected_count], f"processes left under the worker: {counts}"
+    assert counts and set(counts) == {expected_count}, f"processes under each worker: {counts}"
 
 
 def test_the_suite_is_broad_enough():

@@ -92,6 +92,7 @@ def test_plain_ohlcv_without_adjusted_close(tmp_path):
         (PLAIN_OHLCV + "2024-01-04,1,1,1,1,-5\n", 4, "volume -5 is negative"),
         (PLAIN_OHLCV + "\n\n2024-01-04,1,1,1,x,1\n", 6, "close 'x' is not a number"),  # blank lines still count
         ("date,open,high,low,volume\n2024-01-02,1,1,1,1\n", 1, "missing column(s) ['close']"),
+        (PLAIN_OHLCV + "2024-01-04,1,1,1,1,1,7\n", 4, "malformed CSV"),
     ],
 )
 def test_bad_rows_name_the_file_and_line(tmp_path, text, line, words):
@@ -102,6 +103,13 @@ def test_bad_rows_name_the_file_and_line(tmp_path, text, line, words):
     assert err.value.line == line
     assert words in str(err.value)
     assert str(err.value).startswith(f"{path}:{line}: ")
+
+
+@pytest.mark.parametrize("bad_date", ["02/30/2024", "13/01/2024", "03-01-2024", "3/1/24"])
+def test_bad_nasdaq_dates_are_named(tmp_path, bad_date):
+    text = NASDAQ_COM.replace("03/04/2024", bad_date)
+    with pytest.raises(DataError, match=f":3: date '{bad_date}' does not parse"):
+        load_prices(write(tmp_path, text))
 
 
 def test_duplicate_date_in_nasdaq_layout_counts_lines_in_file_order(tmp_path):
@@ -150,16 +158,21 @@ def _data_lines(path: Path) -> list[str]:
 
 def test_real_nasdaq_export_loads_every_row(shared_data):
     path = shared_data / "nasdaq100_ohlcv" / "nasdaq_com_2014_2024" / "FOX.csv"
-    lines = _data_lines(path)
+    cells = [line.split(",", 2) for line in _data_lines(path)]  # date, close, rest (volume is quoted)
     df = load_prices(path)
-    assert len(df) == len(lines)
-    assert df.index.is_monotonic_increasing and df.index.is_unique
-    newest, oldest = lines[0].split(","), lines[-1].split(",")
-    assert df.index[-1] == pd.Timestamp(dt.datetime.strptime(newest[0], "%m/%d/%Y"))
-    assert df.index[0] == pd.Timestamp(dt.datetime.strptime(oldest[0], "%m/%d/%Y"))
-    assert df["close"].iloc[-1] == float(newest[1].lstrip("$"))
-    assert df["volume"].isna().sum() == sum(",N/A," in line for line in lines)
-    assert (df[["open", "high", "low", "close"]] > 0).all().all()
+    assert df.index.tolist() == sorted(dt.datetime.strptime(date, "%m/%d/%Y") for date, _, _ in cells)
+    assert df["close"].tolist() == [float(close.lstrip("$")) for _, close, _ in reversed(cells)]
+    assert df["volume"].isna().sum() == sum(rest.startswith("N/A,") for _, _, rest in cells) > 0
+
+
+def test_every_shared_price_file_loads(shared_data):
+    paths = sorted((shared_data / "nasdaq100_ohlcv" / "nasdaq_com_2014_2024").glob("*.csv"))
+    paths += sorted((shared_data / "fintradebench" / "history_xlsx").glob("*.xlsx"))
+    assert len(paths) == 150
+    for path in paths:
+        df = load_prices(path)
+        assert df.index.is_monotonic_increasing and df.index.is_unique, path
+        assert (price_column(df) > 0).all() and len(df) == len(price_column(df).dropna()), path
 
 
 def test_real_fintradebench_workbook_loads_every_row(shared_data):

@@ -326,7 +326,8 @@ def sample_line(rec: SampleRecord) -> dict[str, Any]:
         "extraction": None if score is None else {"value": to_jsonable(score.extracted), "rule": score.rule,
                                                   "parsed": score.parsed},
         "score": None if score is None else {"value": score.value, "values": dict(score.values)},
-        "truncated": any(t.get("finish_reason") == "length" or t.get("event") == "truncation" for t in rec.trace),
+        "truncated": rec.prompt_truncated or rec.length_stopped,
+        "prompt_truncated": rec.prompt_truncated,
         "tokens": {"prompt": sum(t.get("prompt_tokens", 0) for t in gen),
                    "completion": sum(t.get("completion_tokens", 0) for t in gen)},
         "latency_s": round(sum(t.get("latency_s", 0.0) for t in gen), 4),
@@ -345,7 +346,7 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
     counts = counters.to_json()
     counts.update(samples=len(records), scored=sum(1 for r in scored if r.score.value is not None),
                   failed_samples=len(failed), unparseable=sum(1 for r in scored if not r.score.parsed),
-                  truncated_samples=sum(1 for r in records if sample_line(r)["truncated"]))
+                  truncated_samples=sum(1 for r in records if r.prompt_truncated or r.length_stopped))
     notes = list(agg.notes)
     if failed:
         notes.append(f"{len(failed)} sample(s) failed (a call failed for good) and are not scored; "

@@ -88,6 +88,16 @@ class SampleRecord:
     """Why the sample could not be completed (a call failed for good); never scored."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def prompt_truncated(self) -> bool:
+        """A prompt of this sample was cut to fit a budget (ModelHandle.note_truncation)."""
+        return any(t.get("event") == "truncation" for t in self.trace)
+
+    @property
+    def length_stopped(self) -> bool:
+        """A generation of this sample stopped at max_tokens."""
+        return any(t.get("finish_reason") == "length" for t in self.trace)
+
 
 class Task(ABC):
     """A benchmark task. Subclasses live in finharness.benchmarks.<name>/."""

@@ -17,8 +17,11 @@ Bad input raises :class:`~finharness.data.errors.DataError` naming the file and 
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import importlib.util
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -100,7 +103,7 @@ def price_column(df: pd.DataFrame) -> pd.Series:
     return df["close"]
 
 
-def as_of(df: pd.DataFrame, date: str | pd.Timestamp) -> pd.DataFrame:
+def as_of(df: pd.DataFrame, date: str | dt.date | pd.Timestamp) -> pd.DataFrame:
     """Point-in-time view: only the rows dated on or before ``date``.
 
     Works on a price frame (date index) and on a signals frame (``Date`` column). A daily row
@@ -127,13 +130,16 @@ def _read_table(path: Path) -> pd.DataFrame:
     if not text.strip():
         raise DataError("file is empty", path=path)
     try:
-        header = pd.read_csv(io.StringIO(text), nrows=0).columns
-        dates_as_text = {name: str for name in header if str(name).strip().lower() == "date"}
+        header = next(csv.reader(io.StringIO(text), skipinitialspace=True))  # as read_csv will name them
+        dates_as_text = {name: str for name in header if name.strip().lower() == "date"}
         # skip_blank_lines=False keeps row i on line i + 2, so errors can name the line.
         return pd.read_csv(io.StringIO(text), thousands=",", skipinitialspace=True, skip_blank_lines=False,
                            keep_default_na=False, na_values=_CSV_MISSING_MARKERS, dtype=dates_as_text)
     except pd.errors.ParserError as err:
-        raise DataError(f"malformed CSV: {err}", path=path, hint="every row needs one value per header column") from None
+        detail = str(err).strip()
+        where = re.search(r"line (\d+)", detail)
+        raise DataError(f"malformed CSV: {detail}", path=path, line=int(where.group(1)) if where else None,
+                        hint="every row needs one value per header column") from None
 
 
 def _detect_layout(header: list[str], path: Path) -> str:

@@ -6,16 +6,17 @@ import json
 import math
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .base import RatingScale, RatingTable
-from .compare import RatingAgreement, compare_ratings, load_rating_values
-from .matches import MatchFileError, read_matches
-from .rate import RatingOptions, rate_matches
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # scipy behind these is imported only when a rating command runs
+    from .base import RatingTable
+    from .compare import RatingAgreement
 
 
 class MethodChoice(str, Enum):
@@ -27,7 +28,7 @@ class ByChoice(str, Enum):
     task = "task"
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code=2)
 
@@ -36,7 +37,7 @@ def _fmt(x: float | None, digits: int = 1) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _print_table(console: Console, title: str, table: RatingTable) -> None:
+def _print_table(console: Console, title: str, table: "RatingTable") -> None:
     out = Table(title=f"{title} ({table.method}, {table.n_matches} matches)")
     for column in ("model", "rating", "95% CI", "W", "T", "L"):
         out.add_column(column, justify="left" if column == "model" else "right")
@@ -46,7 +47,7 @@ def _print_table(console: Console, title: str, table: RatingTable) -> None:
     console.print(out)
 
 
-def _print_agreement(console: Console, agreement: RatingAgreement, a: Path, b: Path) -> None:
+def _print_agreement(console: Console, agreement: "RatingAgreement", a: Path, b: Path) -> None:
     out = Table(title=f"{a} vs {b}: {agreement.n} models in both")
     for column in ("statistic", "value", "p"):
         out.add_column(column, justify="left" if column == "statistic" else "right")
@@ -81,6 +82,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     ) -> None:
         """Rate models from pairwise matches (Elo or Bradley–Terry, bootstrap 95% CIs)."""
+        from .base import RatingScale
+        from .compare import compare_ratings, load_rating_values
+        from .matches import MatchFileError, read_matches
+        from .rate import RatingOptions, rate_matches
+
         console = Console()
         if compare is not None:
             if matches is not None:

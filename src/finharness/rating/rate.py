@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from .base import RatingScale, RatingTable
@@ -66,7 +66,7 @@ class RatingReport:
     by_task: dict[str, RatingTable] | None = None
     """Per task, each rated from scratch over that task's matches (None unless requested)."""
 
-    groups: dict[str, RatingTable] | None = field(default=None)
+    groups: dict[str, RatingTable] | None = None
     """``zero_shot`` (tasks starting ``0_``) and ``few_shot``, each rated over its own matches."""
 
     def to_json(self) -> dict[str, Any]:

@@ -8,7 +8,8 @@ both sides share one definition.
 
 Life of a worker:
 
-1. start, import numpy and pandas once (the expensive part), make itself
+1. start, import its preload list once (numpy and pandas for a
+   "scientific" worker, only small stdlib modules for a "plain" one), make itself
    non-dumpable (a job process of the same uid can then neither ptrace it nor
    read its memory) and a child subreaper (orphans of a job come back to it);
 2. announce itself with a ``ready`` frame;
@@ -138,17 +139,15 @@ def to_jsonable(value, _depth: int = 0):
         return repr(value)
     if value is None or isinstance(value, (bool, str)):
         return value
-    try:
-        import numpy as np
-        import pandas as pd
-    except ImportError:  # pragma: no cover - the sandbox always has them
-        np = pd = None
+    # Only when loaded: a value cannot be a numpy/pandas object otherwise, and
+    # importing them here would cost a plain worker a second per job.
+    np, pd = sys.modules.get("numpy"), sys.modules.get("pandas")
     if np is not None:
         if isinstance(value, np.bool_):
             return bool(value)
-        if isinstance(value, (pd.DataFrame,)):
+        if pd is not None and isinstance(value, pd.DataFrame):
             return [to_jsonable(row, _depth + 1) for row in value.to_dict(orient="records")]
-        if isinstance(value, (np.ndarray, pd.Series, pd.Index)):
+        if isinstance(value, np.ndarray) or pd is not None and isinstance(value, (pd.Series, pd.Index)):
             return [to_jsonable(item, _depth + 1) for item in value.tolist()]
         if isinstance(value, np.generic):
             value = value.item()

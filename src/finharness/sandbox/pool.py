@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import keyword
@@ -11,6 +12,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,11 +21,39 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from finharness.sandbox import _zygote
-from finharness.sandbox.launch import IsolationChoice, Launch, isolation_label, plan_launch
+from finharness.sandbox.launch import (PLAIN_PRELOAD, SCIENTIFIC_PRELOAD, IsolationChoice, Launch,
+                                       isolation_label, plan_launch)
 from finharness.sandbox.result import ExecResult, Limits, Mode
 
 _REPLY_GRACE_S = 10.0
 """Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
+
+TIERS = {"plain": PLAIN_PRELOAD, "scientific": SCIENTIFIC_PRELOAD}
+"""Kinds of worker, by what they preload. Most BizBench programs use plain arithmetic (the official
+prompts forbid imports) and go to plain workers, whose forks are several times cheaper."""
+_SCIENTIFIC_HINTS = ("numpy", "pandas", "np.", "pd.", "__import__", "importlib")
+_STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def needs_scientific(code: str, job_text: str) -> bool:
+    """Whether a job should run on a worker with numpy and pandas loaded (a plain one would import
+    them itself, correctly but slowly): third-party imports, hints of dynamic imports, table inputs."""
+    if _zygote.TABLE_TAG in job_text or any(hint in code for hint in _SCIENTIFIC_HINTS):
+        return True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False  # fails the same way on any worker
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module]
+        else:
+            continue
+        if any(module.split(".")[0] not in _STDLIB for module in modules):
+            return True
+    return False
 
 
 class SandboxStartError(RuntimeError):
@@ -37,8 +67,9 @@ class _WorkerLost(Exception):
 class _Worker:
     """One warm zygote process and its pipes (used by one thread at a time)."""
 
-    def __init__(self, launch: Launch):
+    def __init__(self, launch: Launch, tier: str):
         self.launch = launch
+        self.tier = tier
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
@@ -169,9 +200,12 @@ class Sandbox:
 
     Each job is a fresh fork of a warm zygote (numpy and pandas already
     imported), so jobs cannot see each other and a run costs a fork, not an
-    interpreter start. A worker that crashes, stops answering or is left
+    interpreter start. There are two kinds of worker, `pool_size` of each:
+    "scientific" ones hold numpy and pandas, "plain" ones only small stdlib
+    modules and fork much faster; a job goes to the kind it needs (see
+    `needs_scientific`). A worker that crashes, stops answering or is left
     unclean by a job is replaced. Thread-safe; `run` blocks while every worker
-    is busy. Use as a context manager, or call `close()`.
+    of the kind is busy. Use as a context manager, or call `close()`.
     """
 
     def __init__(self, pool_size: int = 2, limits: Limits = Limits(), *, isolation: IsolationChoice = "auto",
@@ -186,7 +220,7 @@ class Sandbox:
         # Workers are forked from this one long-lived thread: their die-with-parent
         # signal follows the thread that started them, which must outlive them.
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="finharness-sandbox-spawn")
-        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        self._idle: dict[str, queue.Queue[_Worker | None]] = {tier: queue.Queue() for tier in TIERS}
         self._live: set[_Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -194,11 +228,11 @@ class Sandbox:
         self.isolation = isolation_label(isolation, audit)
         """The layers in force (recorded in every result too)."""
         try:
-            workers = [self._spawn() for _ in range(pool_size)]
+            workers = [self._spawn(tier) for tier in TIERS for _ in range(pool_size)]
             for worker in workers:  # started together, awaited together
                 worker.wait_ready(startup_timeout_s)
                 self._check_headroom(worker)
-                self._idle.put(worker)
+                self._idle[worker.tier].put(worker)
         except BaseException:
             self.close()
             raise
@@ -221,7 +255,7 @@ class Sandbox:
         limits: overrides the sandbox's limits for this run.
         """
         job = self._job(code, mode, inputs, call, limits or self.limits)
-        worker = self._acquire()
+        worker = self._acquire("scientific" if needs_scientific(code, json.dumps(job)) else "plain")
         replace = True
         try:
             reply = worker.request(job, job["limits"]["wall_s"] + _REPLY_GRACE_S)
@@ -260,9 +294,9 @@ class Sandbox:
 
     # ------------------------------------------------------------------ internals
 
-    def _spawn(self) -> _Worker:
-        launch = plan_launch(self.limits, isolation=self._isolation_choice, audit=self.audit)
-        worker = self._spawner.submit(_Worker, launch).result()
+    def _spawn(self, tier: str) -> _Worker:
+        launch = plan_launch(self.limits, isolation=self._isolation_choice, audit=self.audit, preload=TIERS[tier])
+        worker = self._spawner.submit(_Worker, launch, tier).result()
         with self._lock:
             if self._closed:
                 worker.stop()
@@ -276,10 +310,10 @@ class Sandbox:
             raise ValueError(f"Limits.memory_mb={self.limits.memory_mb} leaves no room: the warm worker already "
                              f"maps {preloaded:.0f} MB (numpy, pandas); use at least {preloaded + 256:.0f}")
 
-    def _acquire(self) -> _Worker:
+    def _acquire(self, tier: str) -> _Worker:
         if self._closed:
             raise RuntimeError("the sandbox is closed")
-        worker = self._idle.get()
+        worker = self._idle[tier].get()
         if worker is not None:
             if worker.is_clean(_REPLY_GRACE_S):
                 return worker
@@ -288,11 +322,11 @@ class Sandbox:
                 self._live.discard(worker)
             worker.stop()
         try:  # a slot whose worker was retired: start its successor now
-            worker = self._spawn()
+            worker = self._spawn(tier)
             worker.wait_ready(self._startup_timeout_s)
             return worker
         except BaseException:
-            self._idle.put(None)
+            self._idle[tier].put(None)
             raise
 
     def _release(self, worker: _Worker, replace: bool) -> None:
@@ -300,9 +334,9 @@ class Sandbox:
             with self._lock:
                 self._live.discard(worker)
             worker.stop()
-            self._idle.put(None)
+            self._idle[worker.tier].put(None)
         else:
-            self._idle.put(worker)
+            self._idle[worker.tier].put(worker)
 
     def _job(self, code: str, mode: str, inputs: Mapping[str, Any] | None, call: Any, limits: Limits) -> dict:
         if not isinstance(code, str):

@@ -1,6 +1,5 @@
-"""CFinBench: Chinese financial exams (and any exam in the same layout), official and robust."""
+"""CFinBench: Chinese financial exams (and any exam in the same layout), official and robust.
 
-from .convert import ConversionSummary, convert_ideafinbench
-from .task import CFinBenchOptions, CFinBenchTask
-
-__all__ = ["CFinBenchTask", "CFinBenchOptions", "convert_ideafinbench", "ConversionSummary"]
+The task lives in `.task` (CFinBenchTask), the IDEAFinBench converter in `.convert`; nothing is
+imported here so that the CLI starts without loading scipy.
+"""

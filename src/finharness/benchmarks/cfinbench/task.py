@@ -328,7 +328,7 @@ class CFinBenchTask(Task):
             if record.failed or record.score is None:
                 failed += 1
                 continue
-            truncated += _was_truncated(record)
+            truncated += record.prompt_truncated
             extracted = record.score.extracted or {}
             rules[extracted.get("robust_rule", record.score.rule or UNPARSEABLE)] += 1
             if record.score.value is None:
@@ -388,11 +388,3 @@ class CFinBenchTask(Task):
         if self._tokens_uncountable and policy.max_prompt_tokens is not None:
             notes.append(f"truncation policy {policy.name} could not be applied: the backend cannot count tokens")
         return notes
-
-
-def _was_truncated(record: SampleRecord) -> bool:
-    """Whether the runner flagged this sample's prompt as cut (record metadata or a trace entry)."""
-    if record.metadata.get("truncated") or record.metadata.get("truncation"):
-        return True
-    return any(isinstance(entry, Mapping) and (entry.get("truncated") or entry.get("truncation"))
-               for entry in record.trace)
