@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,15 +49,17 @@ def start_server(model: Path, port: int, threads: int, n_ctx: int, extra: list[s
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
                "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                "--model_alias", "bench", *extra]
-    print("starting:", " ".join(command), file=sys.stderr)
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = tempfile.NamedTemporaryFile("w", prefix="llama-server-", suffix=".log", delete=False)
+    print("starting:", " ".join(command), f"(log: {log.name})", file=sys.stderr)
+    # Logs go to a file: llama.cpp is chatty, and an unread pipe would fill up and stall the server.
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_until_up(base_url: str, server: subprocess.Popen | None, deadline_s: float = 180.0) -> None:
     start = time.monotonic()
     while time.monotonic() - start < deadline_s:
         if server is not None and server.poll() is not None:
-            raise SystemExit(f"server exited with {server.returncode}:\n{server.stderr.read()[-2000:]}")
+            raise SystemExit(f"server exited with {server.returncode}; see {server.stdout.name}")
         try:
             if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
                 return
@@ -101,6 +104,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every level this many times")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--n-ctx", type=int, default=2048)
     parser.add_argument("--server-arg", action="append", default=[],
@@ -120,7 +124,9 @@ def main() -> None:
     try:
         wait_until_up(base_url, server)
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.prompts)]
-        rows = [asyncio.run(measure(base_url, c, prompts, args.max_tokens)) for c in args.concurrency]
+        # Levels alternate round by round, so a neighbour's load on a shared CPU hits them alike.
+        rows = [{"round": r, **asyncio.run(measure(base_url, c, prompts, args.max_tokens))}
+                for r in range(1, args.rounds + 1) for c in args.concurrency]
     finally:
         if server is not None:
             server.terminate()

@@ -30,7 +30,8 @@ TEMPLATES = [
     "revenue_{i} = {a}\ncost_{i} = {b}\nmargin = (revenue_{i} - cost_{i}) / revenue_{i}\nmargin * 100",
     "start = {a}\nend = {b}\ngrowth = (end - start) / start\nround(growth * 100, 2)",
     "rate = {r}\nyears = {n}\nprincipal = {a}\nprincipal * (1 + rate) ** years",
-    "cash_flows = [{a}, {b}, {a} + {b}]\nrate = {r}\nsum(cf / (1 + rate) ** (t + 1) for t, cf in enumerate(cash_flows))",
+    "cash_flows = [{a}, {b}, {a} + {b}]\nrate = {r}\n"
+    "sum(cf / (1 + rate) ** (t + 1) for t, cf in enumerate(cash_flows))",
     "import numpy as np\nvalues = np.array([{a}, {b}, {n}], dtype=float)\nfloat(values.mean() / values.std())",
     "shares = {n}\nnet_income = {a}\neps = net_income / shares\neps",
 ]

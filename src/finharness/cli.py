@@ -293,12 +293,12 @@ def score(
         results["notes"].append(f"{missing} of {len(samples)} samples have no prediction and are not scored")
         results["counts"]["missing_predictions"] = missing
     if out is not None:
-        from .core.runner import _atomic_write
+        from .data.io import atomic_write_text
 
         out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "samples.jsonl", "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n"
+        atomic_write_text(out / "samples.jsonl", "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n"
                                                      for r in records))
-        _atomic_write(out / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+        atomic_write_text(out / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
     if as_json:
         typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
     else:
@@ -385,6 +385,12 @@ def _register_extensions() -> None:
     from .benchmarks.cfinbench.cli import register as register_cfinbench
 
     register_cfinbench(convert_app)
+    build_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                            help="Build benchmark items from public sources (SEC-Num, CodeTAT-QA...).")
+    data_app.add_typer(build_app, name="build")
+    from .benchmarks.bizbench.cli import register_build
+
+    register_build(build_app)
     from .markets.cli import register as register_markets
     from .rating.cli import register as register_rating
 

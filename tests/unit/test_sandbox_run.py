@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -81,7 +84,7 @@ def test_call_mode_evaluates_a_function_on_100_inputs_in_one_job(sandbox):
     rng = np.random.default_rng(0)
     arguments = [[float(p), float(r), int(n)] for p, r, n in zip(rng.uniform(100, 1000, 100),
                                                                  rng.uniform(0.01, 0.1, 100),
-                                                                 rng.integers(1, 30, 100))]
+                                                                 rng.integers(1, 30, 100), strict=True)]
     code = "def future_value(principal, rate, years):\n    return principal * (1 + rate) ** years\n"
     result = sandbox.run(code, call=("future_value", arguments))
     assert result.ok and len(result.value) == 100 and result.call_errors == (None,) * 100
@@ -107,6 +110,14 @@ def test_nan_and_non_numeric_values_travel(sandbox):
     assert math.isnan(sandbox.run("float('nan')").value)
     assert sandbox.run("'12.5%'").value == "12.5%"
     assert sandbox.run("[1, 2.5]").value == [1.0, 2.5]
+
+
+def test_programs_may_use_their_own_directory(sandbox):
+    code = ("import os, shutil\nos.mkdir('sub')\nopen('sub/a.txt', 'w').write('12.5')\n"
+            "os.rename('sub/a.txt', 'sub/b.txt')\nvalue = float(open('sub/b.txt').read())\n"
+            "shutil.rmtree('sub')\nvalue * 2")
+    result = sandbox.run(code)
+    assert (result.status, result.value) == ("ok", 25.0), result
 
 
 def test_jobs_do_not_see_each_other(sandbox):
@@ -140,3 +151,33 @@ def test_close_stops_every_worker():
 def test_memory_limit_below_the_preloaded_libraries_is_refused():
     with pytest.raises(ValueError, match="memory_mb"):
         Sandbox(pool_size=1, limits=Limits(memory_mb=100), isolation="rlimits")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "rlimits"])
+def test_workers_die_with_the_harness(isolation):
+    if isolation == "bwrap" and bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+    script = ("import json, time\nfrom finharness.sandbox import Sandbox\n"
+              f"box = Sandbox(pool_size=1, isolation={isolation!r})\n"
+              "print(json.dumps(box.worker_pids()), flush=True)\ntime.sleep(120)\n")
+    harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = json.loads(harness.stdout.readline())
+        assert pids and all(os.path.exists(f"/proc/{pid}") for pid in pids)
+    finally:
+        harness.kill()  # SIGKILL: no finaliser, no close()
+        harness.wait()
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if _running(pid)]
+        time.sleep(0.05)
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -13,7 +13,7 @@ import pytest
 
 from finharness.sandbox import Limits
 from finharness.sandbox._zygote import _CappedText, decode_value, read_frame, to_jsonable, write_frame
-from finharness.sandbox.pool import encode_input
+from finharness.sandbox.pool import _encode_default, encode_input
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,32 @@ def test_capped_stdout_keeps_the_head_and_counts_the_rest():
 def test_limits_refuse_non_positive_values(field):
     with pytest.raises(ValueError, match=field):
         Limits(**{field: 0})
+
+
+@pytest.mark.parametrize(
+    ("code", "scientific"),
+    [
+        ("x = 1\nx * 2", False),
+        ("import math\nmath.log(2)", False),
+        ("from decimal import Decimal\nDecimal('1.1')", False),
+        ("import numpy as np\nnp.log(2)", True),
+        ("from pandas import DataFrame\n1", True),
+        ("import scipy.stats\n1", True),
+        ("__import__('numpy').log(2)", True),
+        ("x = (", False),  # a syntax error fails the same way anywhere
+    ],
+)
+def test_jobs_go_to_the_worker_kind_they_need(code, scientific):
+    from finharness.sandbox import needs_scientific
+
+    assert needs_scientific(code, "") is scientific
+
+
+def test_dataframe_inputs_need_a_scientific_worker():
+    import json
+
+    from finharness.sandbox import needs_scientific
+
+    assert needs_scientific("len(df)", json.dumps(encode_input({"df": pd.DataFrame({"a": [1]})})))
+    # numpy arrays travel as plain lists: a plain worker takes them.
+    assert not needs_scientific("len(xs)", json.dumps(encode_input({"xs": np.arange(3)}), default=_encode_default))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..data.errors import DataError
+from ..data.io import atomic_write_text
 from .backend import Backend, BackendError, CallFailed
 from .metrics import metrics_json
 from .retry import RetryPolicy, call_with_retries
@@ -269,15 +270,6 @@ def resumed(record: dict[str, Any]) -> dict[str, Any]:
     return dict(record, trace=trace)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
     """Instantiate a task with the options it accepts; an option it does not take is an error."""
     given = {k: v for k, v in options.items() if v is not None}
@@ -425,7 +417,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                                  versions=versions or {}, run_key=run_key)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out_dir / "samples.jsonl",
+        atomic_write_text(out_dir / "samples.jsonl",
                       "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n" for r in records))
-        _atomic_write(out_dir / "results.json", json.dumps(results_json, ensure_ascii=False, indent=2) + "\n")
+        atomic_write_text(out_dir / "results.json", json.dumps(results_json, ensure_ascii=False, indent=2) + "\n")
     return RunResult(results_json, records, out_dir)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -74,3 +76,19 @@ def require_key(obj: dict[str, Any], key: str, path: str | Path, line: int) -> A
     if key not in obj:
         raise DataError(f"missing field {key!r}", path=path, line=line)
     return obj[key]
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write beside the target, fsync, then rename: a reader never sees half a file, a crash leaves none."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -16,7 +16,8 @@ robust    A finance-aware reading, first rule that yields a number wins:
             answer_cue     the first number after the last 'answer is' / 'Answer:' / '答案是'
             bare_number    the whole reply is one number
           and every number is read by `parse_number`, which knows percentages, K/M/B/bn/mn,
-          thousand/million/billion/trillion words, 千/万/百万/千万/亿/万亿, '(1,234)' as negative,
+          thousand/million/billion/trillion words, 千/万/百万/千万/亿/万亿, '(1,234)' and '$(1,234)' as
+          negative,
           currency symbols and codes (before or after), unicode/full-width minus and digits.
           The normalisations applied are listed in `NumberReading.notes`.
 
@@ -120,18 +121,20 @@ _SCALES: list[tuple[str, float, str]] = [
     ("万", 1e4, "万"), ("千", 1e3, "千"),
 ]
 _SCALE_BY_TEXT = {text: (factor, name) for text, factor, name in _SCALES}
-_SCALE_BY_TEXT_LOWER = {text.lower(): (factor, name) for text, factor, name in _SCALES
-                        if text not in ("T", "B", "M", "K", "k")}
+# Case-insensitive fallbacks: 'M', 'B', 'K' are also read in lower case ('$5m', '3b'); 'T' is not
+# ('5 t' is tonnes more often than trillions).
+_SCALE_BY_TEXT_LOWER = {text.lower(): (factor, name) for text, factor, name in _SCALES if text != "T"}
 
 _CURRENCY_PREFIX = r"(?:US\$|HK\$|A\$|C\$|NT\$|R\$|S\$|\$|€|£|¥|￥|₹|USD|EUR|GBP|JPY|CNY|RMB|HKD|CHF)"
 _CURRENCY_SUFFIX = r"(?:USD|EUR|GBP|JPY|CNY|RMB|HKD|CHF|dollars?|euros?|元|美元|人民币|港元|円)"
-_SCALE_ALTERNATION = "|".join(re.escape(text) for text, _, _ in _SCALES)
+_SCALE_ALTERNATION = "|".join("(?-i:T)" if text == "T" else re.escape(text) for text, _, _ in _SCALES)
 
 _NUMBER_EXPRESSION = re.compile(
     rf"""
     (?P<open>\()?\s*
     (?P<sign1>[-+])?\s*
     (?P<currency1>{_CURRENCY_PREFIX})?\s*
+    (?P<open2>\()?\s*
     (?P<sign2>[-+])?\s*
     (?P<digits>\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
     (?P<exponent>[eE][-+]?\d+)?
@@ -156,32 +159,25 @@ def _normalise(text: str) -> tuple[str, list[str]]:
     return normalised, notes
 
 
-def _reading_from_match(match: re.Match, notes: list[str], rule: str) -> NumberReading | None:
+def _reading_from_match(match: re.Match, notes: list[str], rule: str) -> NumberReading:
     parts = match.groupdict()
     digits = parts["digits"]
     notes = list(notes)
     if "," in digits:
         notes.append("thousands_separator")
     mantissa = float(digits.replace(",", "") + (parts["exponent"] or ""))
-    negative = False
-    if parts["open"] and parts["close"]:
-        negative = True
+    # '(1,234)' and '$(1,234)' are negative; an unbalanced bracket belongs to the surrounding prose
+    bracketed = bool((parts["open"] or parts["open2"]) and parts["close"])
+    if bracketed:
         notes.append("parenthesised_negative")
-    elif parts["open"] or parts["close"]:
-        pass  # an unbalanced bracket belongs to the surrounding prose, not to the number
-    if "-" in ((parts["sign1"] or "") + (parts["sign2"] or "")):
-        negative = not negative if not (parts["open"] and parts["close"]) else True
+    negative = bracketed or "-" in (parts["sign1"] or "") + (parts["sign2"] or "")
     currency = parts["currency1"] or parts["currency2"]
     if currency:
         notes.append(f"currency:{currency}")
     multiplier = 1.0
     if parts["scale"]:
-        scale_text = parts["scale"]
-        factor_name = _SCALE_BY_TEXT.get(scale_text) or _SCALE_BY_TEXT_LOWER.get(scale_text.lower())
-        if factor_name is None:  # e.g. 'b' or 'm' in lower case: too ambiguous to scale by
-            return None
-        multiplier = factor_name[0]
-        notes.append(f"scale:{factor_name[1]}")
+        multiplier, scale_name = _SCALE_BY_TEXT.get(parts["scale"]) or _SCALE_BY_TEXT_LOWER[parts["scale"].lower()]
+        notes.append(f"scale:{scale_name}")
     percent = bool(parts["percent"])
     if percent:
         notes.append("percent")
@@ -197,8 +193,7 @@ def parse_number(text: str, rule: str = "number") -> NumberReading:
     match = _NUMBER_EXPRESSION.fullmatch(normalised)
     if not match:
         return _unparseable("not_a_number", text)
-    reading = _reading_from_match(match, notes, rule)
-    return reading if reading is not None else _unparseable("ambiguous_scale", text)
+    return _reading_from_match(match, notes, rule)
 
 
 def find_numbers(text: str, rule: str = "number") -> list[NumberReading]:
@@ -209,12 +204,11 @@ def find_numbers(text: str, rule: str = "number") -> list[NumberReading]:
         if not match.group("digits"):
             continue
         # Digits glued to letters are names or codes ('Q3', 'FY2024', 'CO2'), not quantities.
-        before = normalised[match.start() - 1] if match.start() > 0 else " "
+        start = match.start() + len(match.group(0)) - len(match.group(0).lstrip())
+        before = normalised[start - 1] if start > 0 else " "
         if before.isalpha() and not match.group("currency1"):
             continue
-        reading = _reading_from_match(match, notes, rule)
-        if reading is not None:
-            readings.append(reading)
+        readings.append(_reading_from_match(match, notes, rule))
     return readings
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import typer
+
+from ..data.io import atomic_write_text
 
 markets_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                           help="Market data: prices and the FinTradeBench trading signals.")
@@ -34,18 +34,5 @@ def signals_command(
     except DataError as err:
         typer.secho(f"error: {err}", fg="red", err=True)
         raise typer.Exit(2) from None
-    _write_text_atomic(out, table.to_csv(index=False, date_format="%Y-%m-%d"))
+    atomic_write_text(out, table.to_csv(index=False, date_format="%Y-%m-%d"))
     typer.echo(f"{len(table)} rows -> {out}")
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    """Write beside the target, then rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

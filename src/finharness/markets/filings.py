@@ -23,13 +23,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from finharness.data.errors import DataError
+from finharness.data.io import atomic_write_text
 
 FILINGS_FOLDER = Path("fintradebench") / "SEC_Filings"
 """Where the filings live under a data root (``--data-dir``)."""
@@ -165,7 +164,7 @@ def load_filing(ref: FilingRef, cache: Path | None = None) -> Filing:
             pass  # a damaged cache entry is rebuilt below
     period_end, lines = extract_text(raw, ref.path)
     filing = Filing(ref=ref, period_end=period_end, sections=split_sections(lines), sha256=digest)
-    _write_atomic(cached, json.dumps({"period_end": period_end.isoformat() if period_end else None,
+    atomic_write_text(cached, json.dumps({"period_end": period_end.isoformat() if period_end else None,
                                       "sections": [asdict(s) for s in filing.sections]}))
     return filing
 
@@ -302,15 +301,3 @@ def _default_cache() -> Path:
 
     return cache_dir() / "filings"
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a concurrent reader never sees half a cache entry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

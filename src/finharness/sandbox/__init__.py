@@ -2,8 +2,12 @@
 
 BizBench scores programs a model wrote by running them. Here they never run in
 the harness's process. `Sandbox` keeps a pool of warm workers; each worker is
-a zygote (numpy and pandas already imported) that forks one fresh child per
-job, so a run costs a fork and no job can see another.
+a zygote that forks one fresh child per job (forked ahead of time, between
+jobs), so a run costs a pipe round trip and no job can see another. Workers
+come in two kinds: "scientific" ones hold numpy and pandas, "plain" ones only
+small stdlib modules and fork about three times faster; a job goes to the
+kind it needs (`needs_scientific`: third-party imports, dynamic imports,
+DataFrame inputs).
 
 Layers, strongest available first; the ones in force are named in every
 `ExecResult.isolation`:
@@ -25,12 +29,17 @@ Layers, strongest available first; the ones in force are named in every
   network namespace when ``unshare --net`` is permitted (``+netns``), and
   death with the harness. It has no file-system or process isolation of its
   own: the audit guard below is then the barrier, so it cannot be turned off.
+  Weaker by design: it runs as the harness's user (as root, RLIMIT_NPROC is
+  not enforced by the kernel), and a program that defeats the audit guard
+  reaches the host's files.
 - ``audit`` (default on, in both): a ``sys.addaudithook`` guard installed in
   each job before the program runs; it refuses sockets, processes (fork,
   exec, subprocess, os.system, posix_spawn), signals to other processes,
   ctypes, raising limits, writes outside the job directory and reads outside
-  the job directory, the Python installation and timezone data. Audit hooks
-  are a tripwire, not a wall (C code can bypass them), hence bwrap first.
+  the job directory, the Python installation and timezone data; it also
+  cuts known unaudited paths (subprocess's private ``_fork_exec``, fresh
+  imports of ``_posixsubprocess``/``_ctypes``/``_socket``). Audit hooks are a
+  tripwire, not a wall (C code can bypass them), hence bwrap first.
 
 Every job process gets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC and
 no core dumps, plus a wall-clock kill. Failures are recorded, never raised:
@@ -38,7 +47,7 @@ no core dumps, plus a wall-clock kill. Failures are recorded, never raised:
 """
 
 from finharness.sandbox.launch import bwrap_problem
-from finharness.sandbox.pool import Sandbox, SandboxStartError
+from finharness.sandbox.pool import Sandbox, SandboxStartError, needs_scientific
 from finharness.sandbox.result import ExecResult, Limits
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxStartError", "bwrap_problem"]
+__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxStartError", "bwrap_problem", "needs_scientific"]

@@ -41,6 +41,7 @@ import signal
 import struct
 import sys
 import time
+from contextlib import suppress
 
 FRAME_HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 2**20
@@ -233,21 +234,24 @@ def _install_guard(job_dir: str, read_roots) -> None:
                     raise SandboxViolation(f"sandbox: writing {target} is not allowed")
             elif not (_inside(target, readable) or target in _DEVICES_READABLE) or (
                     isdir(target) and not _inside(target, write_roots)):
-                # Directory descriptors outside the job directory would let
-                # dir_fd-relative calls escape the path checks above.
+                # Audit events do not show dir_fd, so a descriptor of an outside
+                # directory would let dir_fd-relative calls escape every path
+                # check: only the job directory's own may be opened.
                 raise SandboxViolation(f"sandbox: reading {target} is not allowed")
         elif event in _WRITE_PATH_EVENTS:
             for arg in args:
                 if isinstance(arg, (str, bytes, os.PathLike)) and not _inside(as_path(arg), write_roots):
                     raise SandboxViolation(f"sandbox: {event} on {fsdecode(fspath(arg))} is not allowed")
-                if isinstance(arg, int) and arg not in (-1,) and event in ("os.mkdir", "os.rmdir", "os.remove",
-                                                                            "os.rename", "os.link", "os.symlink"):
-                    raise SandboxViolation(f"sandbox: {event} relative to a directory descriptor is not allowed")
-        elif event in _LIST_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            if not _inside(as_path(args[0]), readable):
-                raise SandboxViolation(f"sandbox: listing {fsdecode(fspath(args[0]))} is not allowed")
+        elif (event in _LIST_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike))
+              and not _inside(as_path(args[0]), readable)):
+            raise SandboxViolation(f"sandbox: listing {fsdecode(fspath(args[0]))} is not allowed")
 
-    # Forget the preloaded dangerous modules so that a fresh import goes through the guard.
+    # Forget the preloaded dangerous modules so that a fresh import goes through
+    # the guard, and cut subprocess's private, unaudited fork_exec (other
+    # modules, e.g. pandas, keep references to the subprocess module).
+    subprocess_module = sys.modules.get("subprocess")
+    if subprocess_module is not None:
+        subprocess_module._fork_exec = None
     for name in _BLOCKED_MODULES:
         sys.modules.pop(name, None)
     sys.addaudithook(guard)
@@ -376,6 +380,10 @@ def _set_parent_death_signal() -> None:
 
 
 def _direct_children() -> list[int]:
+    own = f"/proc/self/task/{os.getpid()}/children"  # the zygote is single-threaded
+    if os.path.exists(own):  # CONFIG_PROC_CHILDREN: one read instead of a /proc scan
+        with open(own) as listing:
+            return [int(pid) for pid in listing.read().split()]
     children = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -413,10 +421,8 @@ def _sweep(child_pid: int, pid_namespace: bool) -> bool:
             pass
         if not pid_namespace:
             for pid in _direct_children():
-                try:
+                with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         while True:  # reap: as subreaper we also inherit the job's orphans
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -433,10 +439,8 @@ def _clear_directory(path: str) -> None:
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
-            try:
+            with suppress(OSError):
                 os.unlink(entry.path)
-            except OSError:
-                pass
 
 
 def _classify_exit(status: int, rusage, limits: dict, *, killed_for_wall: bool) -> dict:
@@ -502,26 +506,20 @@ class _Prepared:
 
     def close(self) -> None:
         if not self.reaped:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.reap()
         for fd in (self.job_write, self.result_read, self.pidfd):
-            try:
+            with suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def run_job(job: dict, child: _Prepared, config: dict) -> dict:
     """Hand `job` to the waiting child, then wait for its framed result, its exit or the wall limit."""
     limits = job["limits"]
     started = time.monotonic()
-    try:
+    with suppress(BrokenPipeError):  # the child is gone: its exit status tells why
         write_frame(child.job_write, job)
-    except BrokenPipeError:
-        pass  # the child is gone: its exit status tells why
     os.close(child.job_write)
     child.job_write = -1
     deadline = started + limits["wall_s"]

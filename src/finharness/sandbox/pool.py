@@ -18,7 +18,9 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from typing import Any
 
 from finharness.sandbox import _zygote
 from finharness.sandbox.launch import (PLAIN_PRELOAD, SCIENTIFIC_PRELOAD, IsolationChoice, Launch,
@@ -85,7 +87,8 @@ class _Worker:
             reply = self._receive(time.monotonic() + timeout_s)
         except (_WorkerLost, TimeoutError) as exc:
             self.stop()
-            raise SandboxStartError(f"sandbox worker failed to start ({exc}); its stderr:\n{self.stderr_tail()}") from exc
+            raise SandboxStartError(
+                f"sandbox worker failed to start ({exc}); its stderr:\n{self.stderr_tail()}") from exc
         if not reply.get("ready"):
             self.stop()
             raise SandboxStartError(f"sandbox worker sent {reply!r} instead of a ready message")
@@ -135,7 +138,7 @@ class _Worker:
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     code = self.process.poll()
-                    raise _WorkerLost(f"worker exited (status {code})" if code is not None else "worker closed its pipe")
+                    raise _WorkerLost("worker closed its pipe" if code is None else f"worker exited (status {code})")
                 self._buffer += chunk
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -144,16 +147,12 @@ class _Worker:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            try:  # the whole group: bwrap, or the fallback zygote and its jobs
+            with suppress(ProcessLookupError):  # the whole group: bwrap, or the fallback zygote and its jobs
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout, self.stderr):
-            try:
+            with suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         if self.launch.scratch_dir:
             shutil.rmtree(self.launch.scratch_dir, ignore_errors=True)
 
@@ -208,11 +207,18 @@ class Sandbox:
     of the kind is busy. Use as a context manager, or call `close()`.
     """
 
-    def __init__(self, pool_size: int = 2, limits: Limits = Limits(), *, isolation: IsolationChoice = "auto",
+    def __init__(self, pool_size: int = 2, limits: Limits | None = None, *, isolation: IsolationChoice = "auto",
                  audit: bool = True, startup_timeout_s: float = 120.0, max_jobs_per_worker: int = 5000):
+        """pool_size: workers of each kind (plain, scientific), i.e. runs at once per kind.
+        limits: default limits of every run (Limits() when None).
+        isolation: "auto" (bubblewrap when it works here, else the rlimits fallback), "bwrap" (or
+        fail), "rlimits" (the fallback, e.g. to test it).
+        audit: install the audit guard in every job (required by the fallback).
+        max_jobs_per_worker: a worker is retired after this many jobs, as hygiene.
+        """
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
-        self.limits = limits
+        self.limits = limits = limits or Limits()
         self.audit = audit
         self._isolation_choice = isolation
         self._startup_timeout_s = startup_timeout_s

@@ -10,7 +10,6 @@ Sample ids are `TASK_KEY/ITEM_ID`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -213,6 +212,3 @@ def load_dialogues(path: str | Path) -> DialogueSource:
     raise DataError("expected a run directory, a samples.jsonl or an official UCFE log (.json)", path=path)
 
 
-def dump_turns(turns: Sequence[Mapping[str, str]]) -> str:
-    """Turns as compact JSON (for error messages and debugging)."""
-    return json.dumps(list(turns), ensure_ascii=False)

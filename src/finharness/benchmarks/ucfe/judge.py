@@ -1,0 +1,196 @@
+"""UCFE pairwise judging: two sets of dialogues, one LLM judge, matches for `finharness rate`.
+
+Modes:
+- `official` (eval_elo.py): each dialogue rendered as its turns' contents joined by spaces (no
+  role labels); one judgment per item; the position follows the item id's parity. eval_elo.py calls
+  the compared run the *target* and the reference the *base*; here target = RUN_A, base = RUN_B.
+  What eval_elo.py actually sends: its task tuple packs (base, target) but unpacks it as (target,
+  base), so for an even id the judge sees the target (RUN_A) as Assistant 1, for an odd id the base
+  (RUN_B) -- this module reproduces those prompts. The same swap makes eval_elo.py credit the
+  target when the judge prefers the base (and vice versa); that attribution is not reproduced: a
+  match always goes to the dialogue the judge picked. Verdict: the last `[[n]]` of the reply.
+- `both-orders` (ours, default): role-labelled dialogues, each item judged with either dialogue
+  first; agreement decides, disagreement is a tie (judges/pairwise.py); markers copied from the
+  dialogues into the reply are ignored.
+
+Judge calls go through the run store (CachedModel), so an interrupted judging resumes for free;
+decoding is greedy (ours; the official judge, glm-4-plus, ran with the API's default temperature).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ...core.backend import CallFailed
+from ...core.runner import CachedModel, RunCounters
+from ...core.types import GenerateParams, Message
+from ...judges.pairwise import UCFE_FORMAT, BothOrders, JudgeStats, Verdict, Winner, parse_verdict, winner_of
+from ...rating.matches import Match
+from .data import DialogueSource, StoredDialogue, UCFEItem
+from .prompts import judge_prompt, render_labelled, render_official
+
+JUDGE_MODES: tuple[str, ...] = ("both-orders", "official")
+MATCH_WINNER: Mapping[str, str] = {"a": "model_a", "b": "model_b", "tie": "tie"}
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """How the judge is asked."""
+
+    mode: str = "both-orders"
+    """'both-orders' (ours) or 'official'."""
+    max_tokens: int = 1024
+    """The judge's reply budget (ours; the official call sets none)."""
+    temperature: float = 0.0
+    """Greedy (ours), so a rerun reads the same verdicts."""
+
+    @property
+    def params(self) -> GenerateParams:
+        return GenerateParams(max_tokens=self.max_tokens, temperature=self.temperature)
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """One judge call, for the audit file."""
+
+    sample_id: str
+    order: str
+    """'ab': RUN_A's dialogue shown first; 'ba': RUN_B's first."""
+    verdict: Verdict | None
+    """None when the call failed for good."""
+    reply: str | None
+    failed: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.verdict
+        return {"id": self.sample_id, "order": self.order, "failed": self.failed, "reply": self.reply,
+                "outcome": None if v is None else v.outcome, "label": None if v is None else v.label,
+                "rule": None if v is None else v.rule, "markers": [] if v is None else list(v.markers),
+                "quoted_markers_ignored": 0 if v is None else v.quoted_markers_ignored}
+
+
+@dataclass
+class JudgeReport:
+    """Everything a judging produced."""
+
+    matches: list[Match] = field(default_factory=list)
+    judgments: list[Judgment] = field(default_factory=list)
+    stats: JudgeStats = field(default_factory=JudgeStats)
+    by_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Winners per task: {'a': n, 'b': n, 'tie': n, 'undecided': n}."""
+    coverage: dict[str, int] = field(default_factory=dict)
+    """items, judged, missing_in_a, missing_in_b."""
+
+
+def official_first(item: UCFEItem) -> Winner:
+    """Which run eval_elo.py shows as Assistant 1: RUN_A (target) for even ids, RUN_B (base) for odd."""
+    return "a" if item.item_id % 2 == 0 else "b"
+
+
+def _prompt(item: UCFEItem, first: str, second: str) -> str:
+    return judge_prompt(item.evaluation_prompt, information=item.information, needs=item.needs,
+                        evaluation_hints=item.evaluation_hints, dialogue1=first, dialogue2=second)
+
+
+class PairJudge:
+    """Judges the dialogues of two runs item by item."""
+
+    def __init__(self, judge: CachedModel, settings: JudgeSettings, *, name_a: str, name_b: str):
+        if settings.mode not in JUDGE_MODES:
+            raise ValueError(f"judge mode {settings.mode!r} is not one of {list(JUDGE_MODES)}")
+        if name_a == name_b:
+            raise ValueError(f"both runs are named {name_a!r}; give them distinct names (--name-a / --name-b)")
+        self.judge = judge
+        self.settings = settings
+        self.names = {"a": name_a, "b": name_b}
+
+    async def _ask(self, sample_id: str, order: str, prompt: str, quoted: Sequence[str]) -> Judgment:
+        try:
+            reply = await self.judge.chat([Message("user", prompt)], self.settings.params)
+        except CallFailed as err:
+            return Judgment(sample_id, order, None, None, f"{err.kind}: {err}")
+        # the verdict is read from the reply only; `quoted` lets the robust reading ignore copied markers
+        return Judgment(sample_id, order, parse_verdict(reply.text, UCFE_FORMAT, quoted=quoted), reply.text)
+
+    async def judge_item(self, item: UCFEItem, a: StoredDialogue, b: StoredDialogue) -> tuple[list[Judgment], Winner | None, str]:
+        """The judge calls of one item, its winner (None: undecided) and the order recorded."""
+        sid = item.sample_id
+        if self.settings.mode == "official":
+            rendered = {"a": render_official(a.turns), "b": render_official(b.turns)}
+            first = official_first(item)
+            second = "b" if first == "a" else "a"
+            judgment = await self._ask(sid, first + second, _prompt(item, rendered[first], rendered[second]), ())
+            outcome = judgment.verdict.outcome if judgment.verdict else None
+            return [judgment], winner_of(outcome, first), first + second
+        rendered = {"a": render_labelled(a.turns), "b": render_labelled(b.turns)}
+        quoted = (rendered["a"], rendered["b"])
+        ab, ba = await asyncio.gather(self._ask(sid, "ab", _prompt(item, rendered["a"], rendered["b"]), quoted),
+                                      self._ask(sid, "ba", _prompt(item, rendered["b"], rendered["a"]), quoted))
+        if ab.verdict is None or ba.verdict is None:
+            return [ab, ba], None, "both"
+        return [ab, ba], BothOrders(ab.verdict, ba.verdict).winner, "both"
+
+    async def run(self, items: Sequence[UCFEItem], side_a: DialogueSource, side_b: DialogueSource,
+                  progress: Callable[[], None] | None = None) -> JudgeReport:
+        report = JudgeReport()
+        present = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
+        report.coverage = {"items": len(items), "judged": len(present),
+                           "missing_in_a": sum(i.sample_id not in side_a.dialogues for i in items),
+                           "missing_in_b": sum(i.sample_id not in side_b.dialogues for i in items)}
+
+        async def one(item: UCFEItem) -> tuple[UCFEItem, list[Judgment], Winner | None, str]:
+            result = await self.judge_item(item, side_a.dialogues[item.sample_id], side_b.dialogues[item.sample_id])
+            if progress:
+                progress()
+            return (item, *result)
+
+        for item, judgments, winner, order in await asyncio.gather(*(one(i) for i in present)):
+            self._record(report, item, judgments, winner, order)
+        return report
+
+    def _record(self, report: JudgeReport, item: UCFEItem, judgments: list[Judgment], winner: Winner | None,
+                order: str) -> None:
+        report.judgments.extend(judgments)
+        failed = [j for j in judgments if j.verdict is None]
+        report.stats.failed_calls += len(failed)
+        verdicts = [j.verdict for j in judgments if j.verdict is not None]
+        if len(verdicts) == 2:
+            report.stats.add_pair(BothOrders(verdicts[0], verdicts[1]))
+        else:
+            for verdict in verdicts:
+                report.stats.add_judgment(verdict)
+        task_counts = report.by_task.setdefault(item.task, {"a": 0, "b": 0, "tie": 0, "undecided": 0})
+        if winner is None:
+            task_counts["undecided"] += 1
+            return
+        task_counts[winner] += 1
+        report.stats.add_comparison(winner)
+        report.matches.append(Match(task=item.task, model_a=self.names["a"], model_b=self.names["b"],
+                                    winner=MATCH_WINNER[winner], item_id=str(item.item_id),  # type: ignore[arg-type]
+                                    judge=self.judge.spec, order=order))
+
+
+def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a: str, name_b: str,
+            counters: RunCounters | None = None) -> dict[str, Any]:
+    """The JSON summary printed by `finharness ucfe judge --json`."""
+    stats = report.stats.to_json(both_orders=settings.mode == "both-orders")
+    out: dict[str, Any] = {"mode": settings.mode, "judge": judge, "model_a": name_a, "model_b": name_b,
+                           "params": {"max_tokens": settings.max_tokens, "temperature": settings.temperature},
+                           "coverage": report.coverage, **stats,
+                           "by_task": {task: {name_a: c["a"], name_b: c["b"], "tie": c["tie"], "undecided": c["undecided"]}
+                                       for task, c in report.by_task.items()}}
+    out["winners"] = {name_a: stats["winners"]["a"], name_b: stats["winners"]["b"], "tie": stats["winners"]["tie"]}
+    if counters is not None:
+        out["calls"] = {"made": counters.calls, "cache_hits": counters.cache_hits, "retries": counters.retries,
+                        "failures": counters.failures}
+    out["notes"] = [
+        "no_verdict: replies without a usable [[1]]/[[2]]/[[3]] (never counted as ties); "
+        "first_position_win: share of decided replies ([[1]] or [[2]]) that chose the dialogue shown first",
+        "official mode: Assistant 1 is RUN_A for even item ids and RUN_B for odd ones (as eval_elo.py sends it); "
+        "the last [[n]] of the reply counts" if settings.mode == "official" else
+        "both-orders mode (ours): each item judged with either dialogue first; a disagreement is a tie (flip); "
+        "an item with no verdict in either order is undecided",
+    ]
+    return out

@@ -1,0 +1,191 @@
+"""Pairwise LLM judging: reading a verdict from the judge's reply, and judging a pair in both orders.
+
+Rules (shared by every benchmark that judges pairs):
+- A verdict is read from the judge's reply only, never from the prompt (which quotes the answers).
+- `last marker`: the last verdict marker of the reply counts (UCFE's eval_elo.py takes the last
+  `[[n]]`); a marker that maps to no outcome (e.g. `[[4]]`) or no marker at all is *no verdict*,
+  which is counted and never turned into a tie.
+- Robust reading (ours, `quoted=`): before the markers are searched, every line of the quoted
+  answers that carries a marker is cut out of the reply wherever the judge copied it verbatim, so
+  an answer that writes `[[2]]` cannot cast the vote by being quoted at the end of the review.
+- Both orders (ours): a pair is judged with each answer first once; the outcomes are mapped back
+  to the answers; agreement decides, disagreement is a tie; if either order has no verdict the pair
+  has none. Flip rate, first-position win rate, tie and no-verdict rates measure the judge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+Outcome = Literal["first", "second", "tie"]
+"""What one judgment says, by position shown to the judge."""
+
+Winner = Literal["a", "b", "tie"]
+"""What a judged pair says, by answer (a, b as the caller names them)."""
+
+
+@dataclass(frozen=True)
+class VerdictFormat:
+    """How a judge writes its verdict."""
+
+    pattern: str
+    """Regular expression of one marker; group 1 is the label."""
+    labels: Mapping[str, Outcome]
+    """Label -> outcome; any other label is no verdict."""
+
+
+UCFE_FORMAT = VerdictFormat(pattern=r"\[\[(\d)\]\]", labels={"1": "first", "2": "second", "3": "tie"})
+"""UCFE: `[[1]]` first better, `[[2]]` second better, `[[3]]` tie (eval_elo.py: re.findall(r"\\[\\[(\\d)\\]\\]"))."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgment read from one reply."""
+
+    outcome: Outcome | None
+    """None: no verdict (no marker, or the last marker's label maps to nothing)."""
+    label: str | None
+    """The label of the marker that counted (None when there was no marker)."""
+    rule: str
+    """'last-marker', 'no-marker' or 'unknown-label' -- which rule decided (auditable)."""
+    markers: tuple[str, ...] = ()
+    """Every label found, in order (after quoted lines were cut, in robust reading)."""
+    quoted_markers_ignored: int = 0
+    """Markers cut because they sat in a line copied from a quoted answer."""
+
+    @property
+    def decided(self) -> bool:
+        return self.outcome is not None
+
+
+def _cut_quoted(reply: str, quoted: Sequence[str], marker: re.Pattern[str]) -> tuple[str, int]:
+    """The reply without the marker-bearing lines of the quoted answers, and how many markers went."""
+    lines = {line.strip() for text in quoted for line in text.splitlines() if marker.search(line) and line.strip()}
+    ignored = 0
+    for line in sorted(lines, key=len, reverse=True):  # longest first: a line may contain a shorter one
+        count = reply.count(line)
+        if count:
+            ignored += count * len(marker.findall(line))
+            reply = reply.replace(line, " ")
+    return reply, ignored
+
+
+def parse_verdict(reply: str, fmt: VerdictFormat = UCFE_FORMAT, *, quoted: Sequence[str] = ()) -> Verdict:
+    """The verdict of one reply: its last marker (after cutting quoted marker lines when `quoted`)."""
+    marker = re.compile(fmt.pattern)
+    text, ignored = _cut_quoted(reply or "", quoted, marker) if quoted else (reply or "", 0)
+    labels = tuple(marker.findall(text))
+    if not labels:
+        return Verdict(None, None, "no-marker", (), ignored)
+    label = labels[-1]
+    outcome = fmt.labels.get(label)
+    return Verdict(outcome, label, "last-marker" if outcome else "unknown-label", labels, ignored)
+
+
+def winner_of(outcome: Outcome | None, first: Winner) -> Winner | None:
+    """Map a positional outcome to the answer that won, given which answer was shown first."""
+    if outcome is None or outcome == "tie":
+        return outcome
+    second: Winner = "b" if first == "a" else "a"
+    return first if outcome == "first" else second
+
+
+@dataclass(frozen=True)
+class BothOrders:
+    """A pair judged twice: a first (ab), then b first (ba)."""
+
+    ab: Verdict
+    ba: Verdict
+
+    @property
+    def winners(self) -> tuple[Winner | None, Winner | None]:
+        return winner_of(self.ab.outcome, "a"), winner_of(self.ba.outcome, "b")
+
+    @property
+    def decided(self) -> bool:
+        return self.ab.decided and self.ba.decided
+
+    @property
+    def flipped(self) -> bool:
+        """Both orders decided and they disagree about the answers (the position changed the verdict)."""
+        x, y = self.winners
+        return self.decided and x != y
+
+    @property
+    def winner(self) -> Winner | None:
+        """Agreement decides; disagreement is a tie; a missing verdict in either order is None."""
+        if not self.decided:
+            return None
+        x, y = self.winners
+        return x if x == y else "tie"
+
+
+@dataclass
+class JudgeStats:
+    """Counts that show how a pairwise judge behaved; `to_json` gives rates with their n."""
+
+    judgments: int = 0
+    """Judge replies read (each order of a pair counts once)."""
+    no_verdict: int = 0
+    """Replies with no usable verdict."""
+    failed_calls: int = 0
+    """Judge calls that failed for good (not replies; retried on the next run)."""
+    first_wins: int = 0
+    second_wins: int = 0
+    position_ties: int = 0
+    """Replies that said tie ([[3]] in UCFE)."""
+    quoted_markers_ignored: int = 0
+    pairs_both_decided: int = 0
+    flips: int = 0
+    comparisons: int = 0
+    """Decided comparisons written as matches."""
+    winners: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0, "tie": 0})
+
+    def add_judgment(self, verdict: Verdict) -> None:
+        self.judgments += 1
+        self.quoted_markers_ignored += verdict.quoted_markers_ignored
+        if verdict.outcome is None:
+            self.no_verdict += 1
+        elif verdict.outcome == "first":
+            self.first_wins += 1
+        elif verdict.outcome == "second":
+            self.second_wins += 1
+        else:
+            self.position_ties += 1
+
+    def add_pair(self, pair: BothOrders) -> None:
+        for verdict in (pair.ab, pair.ba):
+            self.add_judgment(verdict)
+        if pair.decided:
+            self.pairs_both_decided += 1
+            self.flips += pair.flipped
+
+    def add_comparison(self, winner: Winner) -> None:
+        self.comparisons += 1
+        self.winners[winner] += 1
+
+    def to_json(self, *, both_orders: bool) -> dict[str, Any]:
+        """Counts, and rates as {value, ci95, n}: no_verdict over judgments; first_position_win over
+        replies that chose a side; tie over decided comparisons; flip (both orders) over pairs whose
+        two orders were both decided."""
+        from ..core.metrics import Metric
+        from ..stats import mean_ci
+
+        def rate(hits: int, n: int) -> dict[str, Any]:
+            return Metric.of(mean_ci([1.0] * hits + [0.0] * (n - hits))).to_json()
+
+        rates = {"no_verdict": rate(self.no_verdict, self.judgments),
+                 "first_position_win": rate(self.first_wins, self.first_wins + self.second_wins),
+                 "tie": rate(self.winners["tie"], self.comparisons)}
+        out: dict[str, Any] = {
+            "judgments": self.judgments, "no_verdict": self.no_verdict, "failed_calls": self.failed_calls,
+            "first_position_wins": self.first_wins, "second_position_wins": self.second_wins,
+            "judge_ties": self.position_ties, "comparisons": self.comparisons, "winners": dict(self.winners),
+            "quoted_markers_ignored": self.quoted_markers_ignored, "rates": rates,
+        }
+        if both_orders:
+            out.update(pairs_both_decided=self.pairs_both_decided, flips=self.flips)
+            rates["flip"] = rate(self.flips, self.pairs_both_decided)
+        return out

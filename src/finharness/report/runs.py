@@ -1,0 +1,147 @@
+"""Run directories as the report reads them: results.json, samples.jsonl, and what can be derived.
+
+A run directory holds `results.json` (see core.runner.build_results) and, usually,
+`samples.jsonl` (core.runner.sample_line). The report needs nothing else; a run without
+samples.jsonl is still shown, but cannot be paired item by item and has no transcripts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..data.errors import DataError
+from ..data.io import iter_jsonl, read_json
+
+RESULT_KEYS: tuple[str, ...] = ("task", "metrics")
+"""Keys a results.json must have for the report to use it."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run directory, loaded."""
+
+    path: Path
+    """The run directory."""
+
+    results: Mapping[str, Any]
+    """results.json as written by the runner."""
+
+    samples: tuple[Mapping[str, Any], ...]
+    """samples.jsonl lines in file order (empty when the file is absent)."""
+
+    @property
+    def task(self) -> str:
+        return str(self.results["task"])
+
+    @property
+    def model(self) -> str:
+        return str(self.results.get("model") or "?")
+
+    @property
+    def name(self) -> str:
+        """The directory name: short, and unique enough to tell runs of one model apart."""
+        return self.path.name or str(self.path)
+
+    @property
+    def metrics(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.results.get("metrics") or {}
+
+    @property
+    def headline(self) -> str | None:
+        """The headline metric: tasks list it first in results.json (accuracy, strict.score...)."""
+        return next(iter(self.metrics), None)
+
+    @property
+    def task_config(self) -> Mapping[str, Any]:
+        return (self.results.get("config") or {}).get("task_config") or {}
+
+    @property
+    def counts(self) -> Mapping[str, Any]:
+        return self.results.get("counts") or {}
+
+    def metric(self, name: str) -> Mapping[str, Any] | None:
+        """{value, ci95, n} of a metric, None when the run does not have it."""
+        return self.metrics.get(name)
+
+    def per_sample(self, metric: str | None = None) -> dict[str, float]:
+        """Per-sample values of `metric` by sample id, for paired tests.
+
+        The headline (or None) reads score.value; any other name reads score.values[name].
+        Samples that failed or have no value for the metric are left out."""
+        out: dict[str, float] = {}
+        use_value = metric is None or metric == self.headline
+        for s in self.samples:
+            score = s.get("score")
+            if not score:
+                continue
+            value = score.get("value") if use_value else (score.get("values") or {}).get(metric)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[str(s["id"])] = float(value)
+        return out
+
+    def extraction_rules(self) -> Counter[str]:
+        """How often each extraction rule fired (failed samples count as 'call failed')."""
+        rules: Counter[str] = Counter()
+        for s in self.samples:
+            if s.get("failed"):
+                rules["call failed"] += 1
+            elif s.get("extraction"):
+                rules[str(s["extraction"].get("rule"))] += 1
+        return rules
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read one run directory; a missing or malformed file raises DataError naming it (and the line)."""
+    path = Path(run_dir)
+    results_path = path / "results.json"
+    if not results_path.exists():
+        raise DataError("no results.json here", path=path,
+                        hint="pass the --out directory of a finished `finharness run`")
+    results = read_json(results_path)
+    if not isinstance(results, dict):
+        raise DataError(f"expected a JSON object, got {type(results).__name__}", path=results_path)
+    missing = [k for k in RESULT_KEYS if k not in results]
+    if missing:
+        raise DataError(f"missing key(s) {missing}", path=results_path,
+                        hint="is this a results.json written by `finharness run` or `finharness score`?")
+    samples_path = path / "samples.jsonl"
+    samples: list[Mapping[str, Any]] = []
+    if samples_path.exists():
+        for line, obj in iter_jsonl(samples_path, allow_empty=True):
+            if "id" not in obj:
+                raise DataError("missing field 'id'", path=samples_path, line=line)
+            samples.append(obj)
+    return RunData(path, results, tuple(samples))
+
+
+def load_runs(run_dirs: Iterable[str | Path]) -> list[RunData]:
+    return [load_run(d) for d in run_dirs]
+
+
+def display_names(runs: Sequence[RunData]) -> dict[Path, str]:
+    """A short unique label per run: the model spec, plus the directory name where specs repeat."""
+    model_counts = Counter(r.model for r in runs)
+    names = {}
+    for r in runs:
+        names[r.path] = r.model if model_counts[r.model] == 1 else f"{r.model} · {r.name}"
+    # two directories with the same name and model: fall back to the full path
+    label_counts = Counter(names.values())
+    return {p: (str(p) if label_counts[label] > 1 else label) for p, label in names.items()}
+
+
+def config_differences(runs: Sequence[RunData]) -> dict[Path, str]:
+    """Per run, the task options that are not the same across `runs` ('' when all agree)."""
+    keys = sorted({k for r in runs for k in r.task_config})
+    varying = [k for k in keys if len({repr(r.task_config.get(k)) for r in runs}) > 1]
+    return {r.path: ", ".join(f"{k}={r.task_config.get(k)}" for k in varying) for r in runs}
+
+
+def by_task(runs: Sequence[RunData]) -> dict[str, list[RunData]]:
+    """Runs per task name, tasks in order of first appearance."""
+    out: dict[str, list[RunData]] = {}
+    for r in runs:
+        out.setdefault(r.task, []).append(r)
+    return out

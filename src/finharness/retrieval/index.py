@@ -1,0 +1,229 @@
+"""The filing index: parents and child chunks of a set of filings, a BM25 index and dense vectors.
+
+An index covers exactly the filings it is built from. Point-in-time retrieval builds one over the
+filings filed on or before the as-of date only, so nothing later can be scored, and even BM25's corpus
+statistics (IDF, mean length) come from documents that existed then. A ticker has one such set per
+filing date, so a handful of indexes serve every as-of date.
+
+Caching, all under ``<cache>/retrieval`` (``$FINHARNESS_CACHE`` or ~/.cache/finharness):
+
+- ``index/<key>/``: the parents (JSON) and the bm25s index files. ``key`` is a sha256 over the
+  sorted (ticker, form, filing date, accession, **file sha256**) of every filing, the chunking and
+  BM25 parameters, the parser and index versions and the bm25s version: editing any file, or any
+  parameter, gives a new key and a fresh build.
+- ``dense/<encoder>/<filing sha256>-<chunking>.npy``: the embeddings of one filing's children, so
+  each filing is embedded once whatever set it is indexed in.
+
+The parsed HTML itself is cached by :mod:`finharness.markets.filings`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from finharness.data.errors import DataError
+from finharness.data.registry import sha256_file
+from finharness.markets.filings import PARSER_VERSION, FilingRef, load_filing
+
+from . import bm25 as bm25_module
+from .bm25 import BM25Index, BM25Params
+from .chunking import Child, ChunkingParams, FilingMeta, Parent, chunk_filing
+from .dense import Encoder
+from .fuse import FusionMethod, fuse
+
+INDEX_VERSION = 1
+"""Bumped whenever the stored layout or the chunk text changes."""
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    """Everything that changes what an index holds; all of it is in the cache key."""
+
+    chunking: ChunkingParams = field(default_factory=ChunkingParams)
+    """How filings are cut into parents and children."""
+
+    bm25: BM25Params = field(default_factory=BM25Params)
+    """BM25 settings."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One parent as ranked for a query: its best child and the fused score."""
+
+    parent: Parent
+    """The parent section (part) to return."""
+
+    best_child: int
+    """Index of its best-scoring child within ``parent.children``."""
+
+    score: float
+    """Fused score of that child."""
+
+
+class FilingIndex:
+    """Parents, their children in one flat order, a BM25 index over the children, optional dense vectors."""
+
+    def __init__(self, key: str, parents: Sequence[Parent], bm25: BM25Index, from_cache: bool):
+        self.key = key
+        """Content hash this index is stored under."""
+        self.parents = tuple(parents)
+        self.bm25 = bm25
+        self.from_cache = from_cache
+        """True when it was loaded, not built."""
+        self.children: list[tuple[int, int]] = [(p, c) for p, parent in enumerate(self.parents)
+                                                for c in range(len(parent.children))]
+        """(parent index, child index) of every child, in index order."""
+        self.dense: np.ndarray | None = None
+        """(children, dim) unit vectors, aligned with ``children``; None when dense is off or unavailable."""
+        self.encoder_name: str | None = None
+
+    @property
+    def latest_filed(self) -> str | None:
+        """The latest filing date in the index (ISO), None for an empty index."""
+        return max((parent.meta.filed for parent in self.parents), default=None)
+
+    def child_text(self, position: int) -> str:
+        parent_index, child_index = self.children[position]
+        parent = self.parents[parent_index]
+        return parent.indexed_text(parent.children[child_index])
+
+    def rank(self, query: str, encoder: Encoder | None = None, fusion: FusionMethod = "rrf",
+             depth: int = 200) -> list[Hit]:
+        """Parents ranked by their best child's fused BM25 (+ dense) score, best first; unmatched ones left out."""
+        if not self.children:
+            return []
+        rankings = [self.bm25.scores(query)]
+        if self.dense is not None and encoder is not None:
+            rankings.append(self.dense @ encoder.encode([query])[0])
+        fused = fuse(rankings, method=fusion, depth=depth)
+        best: dict[int, tuple[float, int]] = {}
+        for position in np.flatnonzero(fused > 0):
+            parent_index, child_index = self.children[position]
+            score = float(fused[position])
+            if parent_index not in best or score > best[parent_index][0]:
+                best[parent_index] = (score, child_index)
+        ordered = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
+        return [Hit(parent=self.parents[p], best_child=c, score=s) for p, (s, c) in ordered]
+
+    def attach_dense(self, refs_in_order: Sequence[tuple[FilingRef, str]], encoder: Encoder,
+                     params: IndexParams, cache_root: Path, progress: bool = False) -> None:
+        """Load (or compute and cache) each filing's child embeddings and stack them in index order."""
+        by_accession: dict[str, list[str]] = {}
+        for position in range(len(self.children)):
+            parent = self.parents[self.children[position][0]]
+            by_accession.setdefault(parent.meta.accession, []).append(self.child_text(position))
+        folder = cache_root / "dense" / _slug(encoder.name)
+        blocks = []
+        for ref, digest in refs_in_order:
+            texts = by_accession.get(ref.accession, [])
+            path = folder / f"{digest}-{_hash(asdict(params.chunking), INDEX_VERSION)[:16]}.npy"
+            vectors = _load_npy(path, len(texts))
+            if vectors is None:
+                if progress:
+                    print(f"dense: embedding {ref.ticker} {ref.form} filed {ref.filed} ({len(texts)} chunks)",
+                          file=sys.stderr)
+                vectors = encoder.encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+                _save_npy(path, vectors)
+            blocks.append(vectors)
+        self.dense = np.vstack(blocks) if blocks else np.zeros((0, 384), dtype=np.float32)
+        self.encoder_name = encoder.name
+
+
+def index_key(refs_with_hashes: Sequence[tuple[FilingRef, str]], params: IndexParams) -> str:
+    filings = [[ref.ticker, ref.form, ref.filed.isoformat(), ref.accession, digest]
+               for ref, digest in refs_with_hashes]
+    return _hash({"index_version": INDEX_VERSION, "parser_version": PARSER_VERSION,
+                  "bm25s": bm25_module.library_version(), "params": asdict(params), "filings": filings})
+
+
+def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), *, cache: Path | None = None,
+                encoder: Encoder | None = None, progress: bool = False) -> FilingIndex:
+    """The index over exactly ``refs``: loaded from the cache when its content hash is there, else built and stored.
+
+    ``cache`` is the finharness cache folder (default: ``cache_dir()``); parsed filings go to its
+    ``filings/``, indexes and embeddings to its ``retrieval/``. With an ``encoder``, dense vectors
+    are attached (cached per filing, see the module docstring).
+    """
+    if cache is None:
+        from finharness.data.registry import cache_dir
+
+        cache = cache_dir()
+    cache_root = cache / "retrieval"
+    ordered = sorted(refs, key=lambda ref: (ref.ticker, ref.filed, ref.accession))
+    hashed = [(ref, sha256_file(ref.path)) for ref in ordered]
+    key = index_key(hashed, params)
+    folder = cache_root / "index" / key
+    index = _load(folder, key, params)
+    if index is None:
+        parents = [parent for ref in ordered
+                   for parent in chunk_filing(load_filing(ref, cache=cache / "filings"), params.chunking)]
+        texts = [parent.indexed_text(child) for parent in parents for child in parent.children]
+        if not texts:
+            raise DataError("no text to index in these filings", path=ordered[0].path.parent if ordered else None,
+                            hint="check that the .htm files are EDGAR filings")
+        index = FilingIndex(key, parents, BM25Index.build(texts, params.bm25), from_cache=False)
+        _store(folder, index)
+    if encoder is not None:
+        index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
+    return index
+
+
+def _store(folder: Path, index: FilingIndex) -> None:
+    """Write into a temporary folder, then rename: a crash or a concurrent build never leaves half an index."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        index.bm25.save(staging / "bm25")
+        parents = [{"id": p.id, "meta": asdict(p.meta), "title": p.title, "children": [c.text for c in p.children]}
+                   for p in index.parents]
+        (staging / "parents.json").write_text(json.dumps(parents), encoding="utf-8")
+        try:
+            staging.rename(folder)
+        except OSError:  # another process stored the same key first: theirs is identical
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _load(folder: Path, key: str, params: IndexParams) -> FilingIndex | None:
+    try:
+        stored = json.loads((folder / "parents.json").read_text(encoding="utf-8"))
+        parents = [Parent(id=item["id"], meta=FilingMeta(**item["meta"]), title=item["title"],
+                          children=tuple(Child(parent_id=item["id"], text=text) for text in item["children"]))
+                   for item in stored]
+        return FilingIndex(key, parents, BM25Index.load(folder / "bm25", params.bm25), from_cache=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or damaged: rebuild
+
+
+def _load_npy(path: Path, rows: int) -> np.ndarray | None:
+    try:
+        vectors = np.load(path)
+    except (OSError, ValueError):
+        return None
+    return vectors if vectors.shape[0] == rows else None
+
+
+def _save_npy(path: Path, vectors: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npy", delete=False) as handle:
+        np.save(handle, vectors)
+    Path(handle.name).replace(path)
+
+
+def _hash(value: object, *more: object) -> str:
+    return hashlib.sha256(json.dumps([value, *more], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in name)

@@ -1,0 +1,180 @@
+"""`write_html_report` end to end: real runs on the fake backend -> one self-contained HTML file,
+rendered in headless Chromium (Debian's `chromium`; skipped with a reason when it is absent)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finharness.cli import app
+from finharness.report import write_html_report
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars"]
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                    "(apt-get install -y chromium); the browser checks need it")
+
+
+def run_cli(*args: str) -> None:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def write_tiny_exam(root: Path) -> Path:
+    files = json.loads((GOLDEN / "cfinbench_tiny_exam.json").read_text(encoding="utf-8"))["files"]
+    for name, objects in files.items():
+        path = root / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
+    return root
+
+
+def write_matches(path: Path) -> Path:
+    """Three models, every item judged in both orders by one judge; 'strong' wins most."""
+    lines = []
+    pairs = [("strong", "mid"), ("strong", "weak"), ("mid", "weak")]
+    for task in ("0_股价预测", "Analyst"):
+        for item in range(6):
+            for a, b in pairs:
+                for order in ("ab", "ba"):
+                    winner = "tie" if (item + len(order + a)) % 5 == 0 else ("model_a" if item % 4 else "model_b")
+                    lines.append({"task": task, "item_id": str(item), "model_a": a, "model_b": b, "winner": winner,
+                                  "judge": "judge-x", "order": order})
+    path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    """Runs: demo (fake; hostile replies), demo (another fake), CFinBench tiny exam x 2; plus matches."""
+    root = tmp_path_factory.mktemp("report")
+    exam = write_tiny_exam(root / "exam")
+    run_cli("run", "demo", "--model", f"fake?reply={HOSTILE}", "--out", str(root / "demo_hostile"), "-q")
+    run_cli("run", "demo", "--model", "fake?name=other", "--out", str(root / "demo_other"), "-q")
+    run_cli("run", "cfinbench", "--model", "fake", "--data-dir", str(exam), "--out", str(root / "cfin_a"), "-q")
+    run_cli("run", "cfinbench", "--model", "fake?name=b", "--data-dir", str(exam), "--out", str(root / "cfin_b"), "-q")
+    runs = [root / name for name in ("demo_hostile", "demo_other", "cfin_a", "cfin_b")]
+    return write_html_report(runs, root / "report.html", matches=write_matches(root / "matches.jsonl"))
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, and the text inside <title> of the document head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.stack: list[str] = []
+        self.doc_title = ""
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.stack:
+            while self.stack and self.stack.pop() != tag:
+                pass
+
+    def handle_data(self, data):
+        if self.stack[-1:] == ["title"] and "svg" not in self.stack:
+            self.doc_title += data
+
+    def count(self, tag: str, **attrs: str) -> int:
+        return sum(1 for t, a in self.tags if t == tag and all(a.get(k) == v for k, v in attrs.items()))
+
+
+def parse(html: str) -> Elements:
+    parser = Elements()
+    parser.feed(html)
+    return parser
+
+
+def test_report_has_every_section_and_chart(report: Path):
+    html = report.read_text(encoding="utf-8")
+    for anchor in ("leaderboard", "cfinbench", "task-demo", "ucfe", "runs", "transcripts"):
+        assert f'id="{anchor}"' in html
+    doc = parse(html)
+    charts = doc.count("svg", **{"class": "chart"})
+    # CFinBench: modes, types, 2 heatmaps, extraction; demo: by lang; UCFE: Elo, BT, win counts
+    assert charts >= 9
+    assert doc.count("title") >= charts + 1  # every chart titled, plus the page
+    assert doc.count("details", **{"class": "sample"}) == 12 + 12 + 7 + 7
+    assert "strict.score" in html and "Win counts" in html and "Judge behaviour" in html
+
+
+def test_model_output_is_escaped_and_inert(report: Path):
+    html = report.read_text(encoding="utf-8")
+    assert HOSTILE not in html
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;" in html
+    doc = parse(html)
+    assert doc.count("script") == 1  # the report's own search script only
+    assert doc.count("img") == 0
+    assert doc.doc_title == "finharness report"
+
+
+def test_nothing_is_loaded_from_the_network(report: Path):
+    html = report.read_text(encoding="utf-8")
+    doc = parse(html)
+    for tag, attrs in doc.tags:
+        for name in ("src", "href", "xlink:href", "action", "data", "poster"):
+            value = attrs.get(name) or ""
+            assert not re.match(r"\s*(https?:)?//", value), f"<{tag} {name}={value!r}> loads from the network"
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html)
+    assert not re.search(r"@import", html)
+    csp = next(a["content"] for t, a in doc.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert "default-src 'none'" in csp and "script-src 'sha256-" in csp
+
+
+def test_leaderboard_shows_ties_for_inseparable_runs(report: Path):
+    html = report.read_text(encoding="utf-8")
+    board = html[html.index('id="leaderboard"'):html.index('id="cfinbench"')]
+    # the fakes answer judgment items with a letter (unparseable, 0 for both), so at most 5 of the 7
+    # items are discordant: exact McNemar p >= 2 * 0.5**5 = 0.0625, never separable -> both rank =1
+    cfin = board[board.index("<b>cfinbench</b>"):]
+    assert cfin.count("<th>=1</th>") == 2
+
+
+def chromium(*args: str, user_data: Path, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={user_data}", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@needs_chromium
+def test_chromium_renders_the_plots_and_runs_only_our_script(report: Path, tmp_path: Path):
+    proc = chromium("--dump-dom", report.resolve().as_uri(), user_data=tmp_path / "profile")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = parse(proc.stdout)
+    assert dom.count("svg", **{"class": "chart"}) >= 9
+    assert dom.count("rect") > 50 and dom.count("path", **{"class": "whisker"}) > 5
+    assert dom.count("script") == 1 and dom.count("img") == 0
+    assert dom.doc_title == "finharness report"  # the hostile reply did not run
+    # the search controls start hidden and our (CSP-hashed) script reveals them: it ran
+    controls = next(a for t, a in dom.tags if a.get("id") == "tx-controls")
+    assert "hidden" not in controls
+
+
+@needs_chromium
+def test_chromium_screenshot_is_not_blank(report: Path, tmp_path: Path):
+    Image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the screenshot")
+    png = tmp_path / "report.png"
+    proc = chromium(f"--screenshot={png}", "--window-size=1280,2000", report.resolve().as_uri(),
+                    user_data=tmp_path / "profile")
+    assert png.exists(), proc.stderr[-2000:]
+    with Image.open(png) as image:
+        assert image.size == (1280, 2000)
+        rgb = image.convert("RGB")
+        colours = rgb.getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) > 100  # text, bars, whiskers, heatmap cells
+        non_white = sum(n for n, c in colours if c != (255, 255, 255))
+        assert non_white > 0.2 * 1280 * 2000
