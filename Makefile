@@ -18,6 +18,9 @@ sysdeps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "note: bubblewrap missing and not root; the sandbox falls back to rlimits (see README)"; fi; fi
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "note: chromium missing and not root; the browser tests will skip"; fi; fi
 
 setup: $(STAMP) sysdeps model
 

@@ -336,12 +336,30 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
 
 
 @app.command()
-def report(run_dirs: list[Path] = typer.Argument(..., help="Run directories holding results.json."),
-           as_json: bool = typer.Option(False, "--json")) -> None:
-    """A leaderboard of runs (terminal table; HTML comes with the report issue)."""
+def report(
+    run_dirs: Optional[list[Path]] = typer.Argument(None, help="Run directories holding results.json."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML report to FILE."),
+    matches: list[Path] = typer.Option([], "--matches", help="UCFE matches JSONL (repeatable)."),
+    ratings: list[Path] = typer.Option([], "--ratings", help="`finharness rate --json` output (repeatable)."),
+    transcripts: int = typer.Option(2000, "--transcripts", help="Samples per run in the transcript browser (0 = all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the leaderboard rows as JSON."),
+) -> None:
+    """A leaderboard of runs: a terminal table, or with --html one self-contained HTML report."""
     from rich.console import Console
     from rich.table import Table
 
+    if html is not None:
+        from .report import write_html_report
+
+        try:
+            path = write_html_report(run_dirs or [], html, matches=matches, ratings=ratings,
+                                     transcripts_per_run=transcripts or None)
+        except ValueError as err:  # DataError / MatchFileError name the file and line
+            fail(str(err))
+        typer.echo(f"report: {path}")
+        return
+    if not run_dirs:
+        fail("give RUN_DIR... (or --html FILE with --matches/--ratings)")
     rows = []
     for d in run_dirs:
         path = d / "results.json"
@@ -391,6 +409,9 @@ def _register_extensions() -> None:
     from .benchmarks.bizbench.cli import register_build
 
     register_build(build_app)
+    from .benchmarks.ucfe.cli import register as register_ucfe
+
+    register_ucfe(app)
     from .markets.cli import register as register_markets
     from .rating.cli import register as register_rating
 

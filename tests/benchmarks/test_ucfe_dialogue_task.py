@@ -135,8 +135,9 @@ def test_official_decoding_settings_reach_every_call(tmp_path, shared_data):
 
 
 def test_zero_shot_is_one_round_with_the_model_prompt_as_user_turn(tmp_path, shared_data):
-    result = run(UCFETask(tasks="0_股价预测"), {"model": model_backend(), "user": CountingUser(None)}, tmp_path,
-                 shared_data, limit=3)
+    task = UCFETask(tasks="0_股价预测")
+    assert task.roles == ("model",) and UCFETask(tasks="0_股价预测,Analyst").roles == ("model", "user")
+    result = run(task, {"model": model_backend()}, tmp_path, shared_data, limit=3)
     for record in result.records:
         calls = generate_calls(record)
         assert len(calls) == 1 and calls[0]["role"] == "model"

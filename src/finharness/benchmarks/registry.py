@@ -9,6 +9,7 @@ from ..core.task import Task
 TASKS: dict[str, str] = {
     "demo": "finharness.benchmarks.demo.task:DemoTask",
     "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
+    "ucfe": "finharness.benchmarks.ucfe.task:UCFETask",
 }
 
 

@@ -157,7 +157,11 @@ class CachedModel:
             self.counters.failure_messages.append(f"{self.role}: {message}")
             raise CallFailed(message, attempts=0, kind="prompt-too-long")
         msgs = list(request.messages)
-        last_user = max(i for i, m in enumerate(msgs) if m.role == "user")
+        users = [i for i, m in enumerate(msgs) if m.role == "user"]
+        if not users:
+            raise CallFailed(f"prompt does not fit the budget of {limit} tokens and has no user turn to cut",
+                             attempts=0, kind="prompt-too-long")
+        last_user = users[-1]
         text = msgs[last_user].content
         lo, hi = 0, len(text)  # longest cut of the last user turn that fits (binary search on characters)
         while lo < hi:
@@ -300,7 +304,8 @@ def score_records(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mappi
         failed = rec.get("failed")
         score = None if failed else task.score(s, rec["prediction"])
         records.append(SampleRecord(id=s.id, prediction=rec.get("prediction"), score=score,
-                                    trace=rec.get("trace", ()), failed=failed, metadata=s.metadata))
+                                    trace=rec.get("trace", ()), failed=failed, metadata=s.metadata,
+                                    target=s.target))
     return records
 
 
@@ -315,6 +320,7 @@ def sample_line(rec: SampleRecord) -> dict[str, Any]:
         "prompt": first.get("prompt"),
         "response": last.get("response", last.get("logprobs")),
         "prediction": rec.prediction,
+        "target": to_jsonable(rec.target),
         "extraction": None if score is None else {"value": to_jsonable(score.extracted), "rule": score.rule,
                                                   "parsed": score.parsed},
         "score": None if score is None else {"value": score.value, "values": dict(score.values)},
@@ -349,6 +355,7 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         "status": "complete" if not failed and len(records) == counters.samples_total else "incomplete",
         "config": config.to_json(),
         "run_key": run_key,
+        "headline": task.headline if task.headline in agg.metrics else next(iter(agg.metrics), None),
         "metrics": metrics_json(agg.metrics),
         "groups": {g: {k: metrics_json(ms) for k, ms in vals.items()} for g, vals in agg.groups.items()},
         "counts": counts,

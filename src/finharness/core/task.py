@@ -87,6 +87,8 @@ class SampleRecord:
     failed: str | None = None
     """Why the sample could not be completed (a call failed for good); never scored."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    target: Any = None
+    """The sample's gold answer (shown beside the prediction in samples.jsonl and the report)."""
 
     @property
     def prompt_truncated(self) -> bool:
@@ -106,6 +108,8 @@ class Task(ABC):
     description: ClassVar[str] = ""
     roles: ClassVar[tuple[str, ...]] = ("model",)
     """Model roles solve() needs; 'model' is the model under test."""
+    headline: ClassVar[str | None] = None
+    """The metric leaderboards rank by (None: the first metric of Aggregate.metrics)."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

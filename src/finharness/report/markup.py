@@ -10,10 +10,6 @@ from markupsafe import Markup, escape
 
 from .svg import format_value
 
-Html = Markup
-"""Trusted markup; anything else given to these helpers is escaped."""
-
-
 def fmt_num(value: Any, digits: int = 0) -> str:
     if value is None:
         return "—"
@@ -101,7 +97,3 @@ def pre(value: Any) -> Markup:
     """Text in <pre>; non-strings as indented JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
     return Markup(f"<pre>{escape(text)}</pre>")
-
-
-def escape_text(value: Any) -> Markup:
-    return escape(value)

@@ -109,6 +109,18 @@ def _prompt(prompt: Any) -> str:
     return pre(prompt if prompt is not None else "")
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """An extracted answer for the one-line summary; a dict of readings as 'k v / k v'."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, Mapping):
+        text = " / ".join(f"{k} {v if v != '' else '∅'}" for k, v in value.items() if isinstance(v, (str, int, float)))
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def sample_details(sample: Mapping[str, Any]) -> Markup:
     """One sample as <details>; f-strings with escape() on every value (fast for thousands of samples)."""
     flags = _flags(sample)
@@ -118,8 +130,11 @@ def sample_details(sample: Mapping[str, Any]) -> Markup:
     mark = "✗ failed" if sample.get("failed") else ("—" if value is None else f"{value:g}")
     badges = "".join(f'<span class="badge {f}">{f}</span>' for f in flags if f not in ("correct", "wrong"))
     verdict = "good" if "correct" in flags else "bad" if "wrong" in flags else ""
+    read = _short(extraction.get("value"))
+    gold = f" · gold {_short(sample['target'])}" if sample.get("target") is not None else ""
     summary = (f'<span class="sid">{escape(sample.get("id"))}</span> <span class="score {verdict}">{escape(mark)}'
-               f'</span> <span class="rule">{escape(extraction.get("rule") or "")}</span> {badges}')
+               f'</span> <span class="rule">{escape(extraction.get("rule") or "")}'
+               f'{escape(" → " + read if read else "")}{escape(gold)}</span> {badges}')
     body = ["<h4>Prompt</h4>", _prompt(sample.get("prompt")), "<h4>Response</h4>",
             pre(sample.get("response") if sample.get("response") is not None else "")]
     if sample.get("prediction") is not None and sample.get("prediction") != sample.get("response"):
@@ -133,7 +148,9 @@ def sample_details(sample: Mapping[str, Any]) -> Markup:
              ["tokens", f"{tokens.get('prompt', 0)} prompt · {tokens.get('completion', 0)} completion"],
              ["latency", f"{sample.get('latency_s', 0)} s"], ["from store", str(bool(sample.get("cache_hit")))],
              *[[f"metadata.{k}", str(v)] for k, v in (sample.get("metadata") or {}).items()]]
-    body.append(table(["", "value"], facts, cls="facts"))
+    if sample.get("target") is not None:
+        facts.insert(0, ["gold", json.dumps(sample["target"], ensure_ascii=False)])
+    body.append(table(["", "value"], facts, cls="facts", numeric_from=2))
     calls = [t for t in sample.get("trace") or [] if t.get("kind") in ("generate", "loglikelihood") or t.get("event")]
     if len(calls) > 1 or any(t.get("event") for t in calls):
         body.append(details(f"All {len(calls)} calls and events",

@@ -22,7 +22,6 @@ FinTradeBench (task 'fintradebench', or names starting 'fintradebench') — see 
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass

@@ -171,6 +171,7 @@ class CFinBenchTask(Task):
     """CFinBench: Chinese financial exams, single / multiple choice and judgment."""
 
     name: ClassVar[str] = "cfinbench"
+    headline: ClassVar[str | None] = "strict.score"
     description: ClassVar[str] = ("CFinBench (arXiv 2407.02301): 43 categories of Chinese financial exams; "
                                   "final = 0.4·single + 0.4·multiple + 0.2·judgment; any exam in its layout")
 

@@ -10,7 +10,8 @@ Sample ids: `TASK_KEY/ITEM_ID` (e.g. `Analyst/3`, `0_股价预测/11`).
 
 Options (`-o KEY=VALUE`; `--mode`):
   tasks           comma list of task keys (default: all 17)
-  mode            'simulate' (default; official: a user simulator, role 'user' = --user-model) |
+  mode            'simulate' (default; official: a user simulator, role 'user' = --user-model, not
+                  needed when only zero-shot tasks are selected) |
                   'frozen-user' (ours: replay the user turns of stored dialogues, e.g. the released
                   GPT-4o log or another run's samples.jsonl, so every model faces the same user;
                   needs no --user-model)
@@ -36,7 +37,7 @@ from ...core.metrics import mean_metrics
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import Sample, Score
 from ...data.errors import DataError
-from .data import UCFEItem, load_dialogues, load_items, resolve_bench_file
+from .data import ZERO_SHOT_PREFIX, UCFEItem, load_dialogues, load_items, resolve_bench_file
 from .dialogue import SimulationSettings, replay_user, simulate, zero_shot
 
 MODES: tuple[str, ...] = ("simulate", "frozen-user")
@@ -107,8 +108,9 @@ class UCFETask(Task):
     def __init__(self, **options: Any) -> None:
         self.settings = UCFEOptions.parse(options)
         super().__init__(**asdict(self.settings))
-        if self.settings.mode == "frozen-user":
-            self.roles = ("model",)  # the user's turns come from the stored dialogues
+        zero_shot_only = bool(self.settings.tasks) and all(t.startswith(ZERO_SHOT_PREFIX) for t in self.settings.tasks)
+        if self.settings.mode == "frozen-user" or zero_shot_only:
+            self.roles = ("model",)  # user turns come from stored dialogues, or from the items themselves
         self._frozen_missing = 0
 
     def load(self, data_dir: Path | None) -> list[Sample]:

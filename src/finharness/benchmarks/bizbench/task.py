@@ -1,0 +1,417 @@
+"""BizBench's numeric tasks (Krumdick et al. 2024, arXiv 2311.06602): program synthesis scored by running
+the model's program, and quantity extraction scored by number match.
+
+  task          items from                                                     answer
+  codetatqa     TAT-QA arithmetic questions over the table (tatqa.py)           a program (or [[number]])
+  tatqa-e       TAT-QA span answers that are a number in the context            [[number]]
+  secnum        SEC-Num built from inline-XBRL filings (secnum.py)              [[number]]
+  fincode       official parquet only                                           a program
+  codefinqa     official parquet only                                           a program
+  convfinqa-e   official parquet only                                           [[number]]
+(FinKnow: finknow.py; FormulaEval: formulaeval/.) Prompts, reading and matching: prompts.py and
+scoring.py; every mode is computed for every sample and the headline `accuracy` follows `extract`.
+
+Where the items come from (first that applies):
+  -o items=FILE.jsonl     a file written by `finharness data build tatqa|secnum` (or by hand, same columns)
+  -o parquet=PATH         the official kensho/bizbench parquet (file or folder)
+  DATA_DIR                codetatqa / tatqa-e: built on the fly from DATA_DIR/tatqa (TAT-QA dev, test_gold);
+                          secnum: built from DATA_DIR/fintradebench/SEC_Filings, cached under the
+                          finharness cache (`secnum-<fingerprint>.jsonl`; the fingerprint covers the
+                          filings and the builder's source, so a change rebuilds);
+                          fincode / codefinqa / convfinqa-e: DATA_DIR/bizbench/**/{train,test}-*.parquet
+                          (a clear error when absent: there is no public copy here).
+
+Sample ids: the TAT-QA question uid (codetatqa, tatqa-e), 'secnum/TICKER/ACCESSION/ELEMENT' (secnum),
+'bizbench/SPLIT/TASK/N' (rows of the official parquet).
+
+Options (-o KEY=VALUE; --split and --extract also work):
+  split       'test' (default; TAT-QA test_gold) | 'dev' (TAT-QA) | 'train' (SEC-Num, parquet)
+  extract     'official' (default) | 'robust': which reading the headline uses
+  style       'code' (default for codetatqa, codefinqa, fincode) | 'cot': the pipeline's prompt creator
+  max_tokens  generation budget (default 512; the pipeline's HF default is 256). Greedy decoding.
+  items, parquet, prompts (folder of the official prompt files), prompt_file (override the file)
+  pool_size   sandbox workers of each kind (default 2)
+
+Predictions are the raw model replies (str), so `finharness score` works on replies made elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from ...core.metrics import grouped, mean_metrics
+from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.types import GenerateParams, Message, Sample, Score
+from ...data.errors import DataError
+from ...extract.code import CodeExtraction
+from .data import BizBenchItem, read_items_jsonl, write_items_jsonl
+from .prompts import OfficialPrompt, load_prompt_file, prompt_file_name, prompts_dir
+from .scoring import (EXTRACTION_MODES, VALUE_KEYS, Answer, ProgramJob, ProgramRunner, failure_classes,
+                      final_outcome, gold_scale, match_values, read_answer, rule_counts)
+
+SPLITS = ("test", "dev", "train")
+
+_USES_DF = re.compile(r"\bdf\b")
+
+
+@dataclass(frozen=True)
+class BizBenchOptions:
+    """Everything that changes a BizBench task's requests or scores (the task's part of the run key)."""
+
+    split: str = "test"
+    """'test' (default), 'dev' (TAT-QA tasks) or 'train' (SEC-Num, official parquet)."""
+
+    extract: str = "official"
+    """Reading mode of the headline `accuracy`; every mode is reported beside it."""
+
+    style: str = "code"
+    """'code' or 'cot' prompt file (only tasks whose official files differ by style take it)."""
+
+    max_tokens: int = 512
+    """Generation budget per reply."""
+
+    items: str | None = None
+    """A built JSONL of items to use instead of building or reading the parquet."""
+
+    parquet: str | None = None
+    """The official parquet (file or folder)."""
+
+    prompts: str | None = None
+    """Folder of the official prompt files (default DATA_DIR/bizbench/prompts)."""
+
+    prompt_file: str | None = None
+    """A prompt file name in that folder, instead of the task's own."""
+
+    pool_size: int = 2
+    """Sandbox workers of each kind."""
+
+    @classmethod
+    def parse(cls, task: str, options: Mapping[str, Any], *, takes_style: bool) -> "BizBenchOptions":
+        """Options as the CLI passes them; a bad or unknown one names the allowed values."""
+        known = {f.name for f in fields(cls)} - (set() if takes_style else {"style"})
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"{task}: unknown option(s) {unknown}; known: {sorted(known)}")
+        values = {k: v for k, v in options.items() if v is not None}
+        parsed = cls(**{**values, "max_tokens": int(values.get("max_tokens", 512)),
+                        "pool_size": int(values.get("pool_size", 2))})
+        for name, allowed in (("split", SPLITS), ("extract", EXTRACTION_MODES), ("style", ("code", "cot"))):
+            if getattr(parsed, name) not in allowed:
+                raise ValueError(f"{task}: {name}={getattr(parsed, name)!r} is not one of {list(allowed)}")
+        if parsed.max_tokens < 1 or parsed.pool_size < 1:
+            raise ValueError(f"{task}: max_tokens and pool_size must be at least 1")
+        return parsed
+
+    def run_key(self, takes_style: bool) -> dict[str, Any]:
+        """The options that change requests or scores (pool_size does not)."""
+        key = {k: v for k, v in asdict(self).items() if k != "pool_size"}
+        if not takes_style:
+            key.pop("style")
+        return key
+
+
+class BizBenchNumericTask(Task):
+    """The shared machinery of the six numeric BizBench tasks; subclasses say where items come from."""
+
+    name: ClassVar[str]
+    program_task: ClassVar[bool] = False
+    """Scored by executing the model's program (codetatqa, codefinqa, fincode)."""
+    group_keys: ClassVar[tuple[str, ...]] = ()
+    """Metadata keys that break the results down (Aggregate.groups)."""
+    splits: ClassVar[tuple[str, ...]] = ("test", "train")
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = BizBenchOptions.parse(self.name, options, takes_style=self.program_task)
+        if self.settings.split not in self.splits:
+            raise ValueError(f"{self.name}: split={self.settings.split!r} is not one of {list(self.splits)}")
+        super().__init__(**self.settings.run_key(self.program_task))
+        self.runner = ProgramRunner(pool_size=self.settings.pool_size)
+        self._prompt: OfficialPrompt | None = None
+        self._data_dir: Path | None = None
+        self._source = ""
+
+    # --- items ------------------------------------------------------------------------------------
+
+    def load(self, data_dir: Path | None) -> list[Sample]:
+        self._data_dir = data_dir
+        items = self.load_items(data_dir)
+        if not items:
+            raise DataError(f"no {self.name} items for split {self.settings.split!r} in {self._source}",
+                            hint="check --split, or the file given with -o items=")
+        return [self.sample(item) for item in items]
+
+    def load_items(self, data_dir: Path | None) -> list[BizBenchItem]:
+        """-o items=FILE, else -o parquet=PATH, else the task's own source under DATA_DIR."""
+        if self.settings.items:
+            self._source = self.settings.items
+            return [item for item in read_items_jsonl(self.settings.items, tasks=[self.name])
+                    if item.split == self.settings.split]
+        if self.settings.parquet:
+            return self._official(Path(self.settings.parquet))
+        return self.default_items(data_dir)
+
+    def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
+        """Items when neither `items` nor `parquet` is given (default: the official parquet)."""
+        if data_dir is None:
+            raise DataError(f"{self.name}: no data directory", hint=self.official_hint())
+        folder = Path(data_dir) / "bizbench"
+        try:
+            return self._official(folder)
+        except DataError as err:
+            raise DataError(f"{self.name} needs the official BizBench parquet: {err}",
+                            hint=self.official_hint()) from None
+
+    def official_hint(self) -> str:
+        return ("there is no public copy here: download kensho/bizbench (data/test-*.parquet) into "
+                "DATA_DIR/bizbench/, or pass -o parquet=PATH")
+
+    def _official(self, path: Path) -> list[BizBenchItem]:
+        from .official import load_official
+
+        load = load_official(path, tasks=[self.name])
+        self._source = ", ".join(str(f) for f in load.files)
+        return [item for item in load.items if item.split == self.settings.split]
+
+    def sample(self, item: BizBenchItem) -> Sample:
+        question: dict[str, Any] = {"question": item.question}
+        if item.context is not None:
+            question["context"] = item.context
+        metadata = {key: value for key, value in item.metadata.items()}
+        metadata.update(split=item.split, gold_scale=gold_scale(item.question, item.metadata),
+                        program=item.program)
+        return Sample(id=item.id, input=question, target=item.answer, metadata=metadata)
+
+    # --- prompting ----------------------------------------------------------------------------------
+
+    def prompt(self) -> OfficialPrompt:
+        """The official prompt file of this task and style (read once)."""
+        if self._prompt is None:
+            folder = prompts_dir(self._data_dir, self.settings.prompts)
+            self._prompt = load_prompt_file(folder / prompt_file_name(self.name, self.settings.style,
+                                                                      self.settings.prompt_file))
+        return self._prompt
+
+    def messages(self, sample: Sample) -> list[Message]:
+        return self.prompt().messages(sample.input)
+
+    @property
+    def generate_params(self) -> GenerateParams:
+        return GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0, top_p=1.0)
+
+    async def solve(self, sample: Sample, models: Models) -> str:
+        response = await models.model.chat(self.messages(sample), self.generate_params)
+        if self.program_task or "```" in response.text:
+            # run any program now, off the event loop, while other samples wait on the model; score()
+            # then finds the result in the runner's memory (and runs it itself when resumed elsewhere)
+            await asyncio.to_thread(self.answers, sample, response.text)
+        return response.text
+
+    # --- scoring ------------------------------------------------------------------------------------
+
+    def job_for(self, sample: Sample) -> Any:
+        """How a program of this sample runs: with its table as `df` when the program names it."""
+        def build(code: CodeExtraction) -> ProgramJob:
+            inputs = None
+            table = sample.metadata.get("table")
+            if table and _USES_DF.search(code.code or ""):
+                inputs = {"df": table_frame_from_metadata(table)}
+            return ProgramJob(code=code.code or "", value_mode=code.value_mode, inputs=inputs, cache_key=sample.id)
+        return build
+
+    def answers(self, sample: Sample, reply: str) -> dict[str, Answer]:
+        job_for = self.job_for(sample)
+        return {mode: read_answer(reply, mode, self.runner.run, job_for) for mode in EXTRACTION_MODES}
+
+    def score(self, sample: Sample, prediction: Any) -> Score:
+        reply = "" if prediction is None else str(prediction)
+        answers = self.answers(sample, reply)
+        headline = answers[self.settings.extract]
+        extracted: dict[str, Any] = {}
+        for mode, answer in answers.items():
+            extracted[mode] = answer.reading.value
+            extracted[f"{mode}_rule"] = answer.reading.rule
+        gold = _gold_float(sample.target)
+        if gold is None:
+            for mode, answer in answers.items():
+                extracted[f"{mode}_outcome"] = answer.outcome.label
+            return Score(None, {}, extracted, headline.reading.rule, headline.reading.parsed,
+                         "no numeric gold answer")
+        values = match_values(answers, gold, sample.metadata.get("gold_scale", ""))
+        notes = []
+        for mode, answer in answers.items():
+            outcome = final_outcome(answer, bool(values[mode]))
+            extracted[f"{mode}_outcome"] = outcome.label
+            if outcome.message and outcome.kind not in ("number", "ok"):
+                notes.append(f"{mode}: {outcome.label}: {outcome.message}")
+        return Score(values[self.settings.extract], values, extracted, headline.reading.rule, headline.reading.parsed,
+                     "; ".join(notes) or None)
+
+    def gold_prediction(self, sample: Sample) -> str:
+        """The gold answer as a reply a model could give (the gold program in a block, else [[answer]]),
+        for checking that gold answers pass through the same reading and scoring path."""
+        program = sample.metadata.get("program")
+        if self.program_task and program:
+            return f"```python\n{program.rstrip()}\n```"
+        return f"[[{sample.target}]]"
+
+    # --- aggregation --------------------------------------------------------------------------------
+
+    def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
+        scored = [r for r in records if r.score is not None and r.score.value is not None]
+        extracted = [r.score.extracted for r in records if r.score is not None]
+        groups = {key: grouped((str(r.metadata.get(key) or "none"), r.score) for r in scored)
+                  for key in self.group_keys}
+        unparseable = Counter()
+        for entry in extracted:
+            for mode in EXTRACTION_MODES:
+                unparseable[mode] += (entry or {}).get(f"{mode}_rule") == "unparseable"
+        notes = [f"headline 'accuracy' = '{self.settings.extract}' (reading '{VALUE_KEYS[self.settings.extract][0]}', "
+                 "within 1% of the gold); every other mode is reported under its own name"]
+        unscored = sum(1 for r in records if r.score is not None and r.score.value is None)
+        if unscored:
+            notes.append(f"{unscored} samples have no numeric gold and are not scored")
+        if self._prompt is not None and self._prompt.resolution:
+            notes.append(f"prompt {self._prompt.name}: {self._prompt.resolution}")
+        extra = {
+            "failure_classes": failure_classes(extracted),
+            "rules": rule_counts(extracted),
+            "unparseable": dict(unparseable),
+            "value_keys": {key: {"reading": r, "rule": c, "scale_aware": m == "robust"}
+                           for key, (r, c, m) in VALUE_KEYS.items()},
+            "prompt_file": None if self._prompt is None else self._prompt.name,
+            "source": self._source,
+            "sandbox": {"isolation": self.runner.isolation, "executions": self.runner.executions},
+            "options": self.settings.run_key(self.program_task),
+        }
+        return Aggregate(metrics=mean_metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)
+
+    def close(self) -> None:
+        """Stop the sandbox (the runner or CLI should call this when the task is done)."""
+        self.runner.close()
+
+
+def _gold_float(answer: Any) -> float | None:
+    try:
+        return float(str(answer).replace(",", ""))
+    except (TypeError, ValueError):
+        return None
+
+
+def table_frame_from_metadata(table: Mapping[str, Any]) -> Any:
+    """The DataFrame a CodeTAT-QA item stores in metadata['table'] (None cells back to NaN)."""
+    import pandas as pd
+
+    data = [[float("nan") if value is None else value for value in row] for row in table["data"]]
+    return pd.DataFrame(data, index=table["index"], columns=table["columns"], dtype=object)
+
+
+# --- the tasks ------------------------------------------------------------------------------------------
+
+class _TatqaTask(BizBenchNumericTask):
+    splits = ("test", "dev")
+
+    def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
+        from .tatqa import build_codetatqa, build_tatqa_e, tatqa_file
+
+        if data_dir is None:
+            raise DataError(f"{self.name}: no data directory", hint="pass --data-dir ROOT holding tatqa/dataset_raw")
+        path = tatqa_file(Path(data_dir), self.settings.split)
+        self._source = str(path)
+        build = build_codetatqa if self.name == "codetatqa" else build_tatqa_e
+        return build(path, self.settings.split).items
+
+
+class CodeTatqaTask(_TatqaTask):
+    """CodeTAT-QA: arithmetic over a TAT-QA table, answered with a program run in the sandbox."""
+
+    name = "bizbench/codetatqa"
+    description = "BizBench CodeTAT-QA: program synthesis over TAT-QA tables, scored by running the program"
+    program_task = True
+    group_keys = ("scale",)
+
+
+class TatqaETask(_TatqaTask):
+    """TAT-QA(E): extract a number that appears in the context."""
+
+    name = "bizbench/tatqa-e"
+    description = "BizBench TAT-QA(E): extract a number from a TAT-QA report (text and table)"
+    group_keys = ("scale", "answer_from")
+
+
+class SecNumTask(BizBenchNumericTask):
+    """SEC-Num: the number for a label in a snippet of an SEC filing."""
+
+    name = "bizbench/secnum"
+    description = "BizBench SEC-Num: find the number for a label in an SEC filing snippet (built from inline XBRL)"
+    group_keys = ("ticker", "form")
+
+    def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
+        if data_dir is None:
+            raise DataError(f"{self.name}: no data directory",
+                            hint="pass --data-dir ROOT holding fintradebench/SEC_Filings, or -o items=FILE")
+        filings = Path(data_dir) / "fintradebench" / "SEC_Filings"
+        cache = secnum_cache(filings)
+        self._source = str(cache)
+        return [item for item in read_items_jsonl(cache, tasks=["secnum"]) if item.split == self.settings.split]
+
+
+def _fingerprint(filings: Path) -> str:
+    from ...markets import xbrl
+    from . import secnum
+
+    digest = hashlib.sha256()
+    for module in (secnum, xbrl):
+        digest.update(Path(module.__file__).read_bytes())
+    for path in secnum.filing_paths(filings):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(filings)}\x00{stat.st_size}\x00{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def secnum_cache(filings: Path) -> Path:
+    """Build SEC-Num from the filings once and keep it in the cache (`finharness data build secnum`
+    writes the same file format)."""
+    from ...data.registry import cache_dir
+    from .secnum import build_secnum_detailed
+
+    if not filings.is_dir():
+        raise DataError("SEC filings folder not found", path=filings,
+                        hint="expected DATA_DIR/fintradebench/SEC_Filings/TICKER/*.htm, or pass -o items=FILE "
+                             "(built by `finharness data build secnum`)")
+    path = cache_dir() / "bizbench" / f"secnum-{_fingerprint(filings)}.jsonl"
+    if not path.exists():
+        build = build_secnum_detailed(filings)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        write_items_jsonl(build.items, partial)
+        os.replace(partial, path)
+    return path
+
+
+class FinCodeTask(BizBenchNumericTask):
+    """FinCode: financial word problems answered with a program (official parquet only)."""
+
+    name = "bizbench/fincode"
+    description = "BizBench FinCode: financial word problems solved by a program (official data only)"
+    program_task = True
+
+
+class CodeFinQATask(BizBenchNumericTask):
+    """CodeFinQA: FinQA questions answered with a program (official parquet only)."""
+
+    name = "bizbench/codefinqa"
+    description = "BizBench CodeFinQA: FinQA questions solved by a program (official data only)"
+    program_task = True
+
+
+class ConvFinQAETask(BizBenchNumericTask):
+    """ConvFinQA(E): extract a number from a FinQA document (official parquet only)."""
+
+    name = "bizbench/convfinqa-e"
+    description = "BizBench ConvFinQA(E): extract a number from a FinQA report (official data only)"
