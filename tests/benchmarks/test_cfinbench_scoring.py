@@ -58,10 +58,17 @@ ITEMS = [
 def test_type_accuracy_is_the_mean_over_categories_with_a_matching_ci():
     single = macro_over_categories([i for i in ITEMS if i.question_type == "single_choice"], "official.strict")
     assert single.value == pytest.approx(0.75)  # (1/2 + 1) / 2, not the micro 2/3
-    # var = (1/2)^2 * (.5 * .5 / 2) + (1/2)^2 * 0
-    assert single.variance == pytest.approx(0.25 * 0.125)
-    half = 1.959963984540054 * math.sqrt(0.25 * 0.125)
-    assert single.ci95 == pytest.approx((0.75 - half, 0.75 + half))
+    # var = (1/2)^2 * ac(1, 2) + (1/2)^2 * ac(1, 1), with the Agresti-Coull variance of each category
+    z2 = 1.959963984540054 ** 2
+
+    def ac(x, n):
+        p = (x + z2 / 2) / (n + z2)
+        return p * (1 - p) / (n + z2)
+
+    var = 0.25 * ac(1, 2) + 0.25 * ac(1, 1)
+    assert single.variance == pytest.approx(var)
+    half = 1.959963984540054 * math.sqrt(var)
+    assert single.ci95 == pytest.approx((0.75 - half, min(1.0, 0.75 + half)))
 
 
 def test_final_score_weights_and_names():

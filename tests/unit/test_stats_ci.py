@@ -55,3 +55,10 @@ def test_paired_continuous_uses_paired_t_on_common_items():
     r = paired_test(a, b)
     assert r.n == 3 and r.test == "paired-t"
     assert r.p_value == pytest.approx(stats.ttest_rel([0.3, 0.5, 0.6], [0.1, 0.4, 0.3]).pvalue)
+
+
+def test_macro_mean_of_all_wrong_parts_keeps_a_real_interval():
+    # per-part p = 0: a plain p(1-p)/n variance would give the degenerate interval [0, 0]
+    parts = [(0.5, mean_ci([0] * 10)), (0.5, mean_ci([0] * 11))]
+    w = weighted_mean_ci(parts)
+    assert w.value == 0.0 and w.ci95[0] == 0.0 and 0.05 < w.ci95[1] < 0.3

@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import json
 import os
+import random
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -255,6 +256,7 @@ class RunConfig:
     models: Mapping[str, Mapping[str, Any]]
     budget: PromptBudget = PromptBudget()
     limit: int | None = None
+    subset: int | None = None
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -368,7 +370,8 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
 
 
 async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore, *, data_dir: Path | None,
-                   out_dir: Path | None, limit: int | None = None, concurrency: int | None = None,
+                   out_dir: Path | None, limit: int | None = None, subset: int | None = None,
+                   concurrency: int | None = None,
                    seed: int = 0, budget: PromptBudget = PromptBudget(), retry: RetryPolicy | None = None,
                    progress: Callable[[RunCounters], None] | None = None,
                    versions: Mapping[str, Any] | None = None) -> RunResult:
@@ -379,13 +382,18 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                          f"(--judge SPEC / --user-model SPEC)")
     samples = task.load(data_dir)
     check_unique_ids(samples, task.name)
+    if subset is not None and subset < len(samples):
+        # a seeded random subset, kept in the task's order (stratification left to the task's own options)
+        keep = set(random.Random(seed).sample(range(len(samples)), subset))
+        samples = [s for i, s in enumerate(samples) if i in keep]
     if limit is not None:
         samples = samples[:limit]
     counters = RunCounters(samples_total=len(samples))
     handles = {role: CachedModel(b, store, counters, role=role, concurrency=concurrency, retry=retry, budget=budget)
                for role, b in backends.items() if role in task.roles}
     config = RunConfig(task=task.name, task_config=dict(task.config()),
-                       models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit, seed=seed)
+                       models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
+                       subset=subset, seed=seed)
     run_key = content_key(config.to_json())
     store.put_run(run_key, config.to_json())
     done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}

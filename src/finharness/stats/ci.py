@@ -50,7 +50,10 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     mean = float(x.mean())
     var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
     if np.all((x == 0) | (x == 1)):
-        return Estimate(mean, wilson_ci(float(x.sum()), n, confidence), n, mean * (1 - mean) / n)
+        # Agresti-Coull variance: never 0 at p = 0 or 1, so macro averages of such parts keep a real CI
+        z2 = float(stats.norm.ppf(0.5 + confidence / 2)) ** 2
+        p_adj = (float(x.sum()) + z2 / 2) / (n + z2)
+        return Estimate(mean, wilson_ci(float(x.sum()), n, confidence), n, p_adj * (1 - p_adj) / (n + z2))
     if n == 1 or var_of_mean == 0.0:
         return Estimate(mean, (mean, mean), n, var_of_mean)
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(var_of_mean)
@@ -73,4 +76,7 @@ def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float 
     var = sum((w * scale) ** 2 * e.variance for w, e in kept)
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     half = z * math.sqrt(var)
-    return Estimate(value, (value - half, value + half), sum(e.n for _, e in kept), var)
+    lo, hi = value - half, value + half
+    if all(0.0 <= e.ci95[0] and e.ci95[1] <= 1.0 for _, e in kept):  # fractions stay fractions
+        lo, hi = max(0.0, lo), min(1.0, hi)
+    return Estimate(value, (lo, hi), sum(e.n for _, e in kept), var)

@@ -127,6 +127,11 @@ class BizBenchNumericTask(Task):
     """Metadata keys that break the results down (Aggregate.groups)."""
     splits: ClassVar[tuple[str, ...]] = ("test", "train")
 
+    @property
+    def short_name(self) -> str:
+        """The name without 'bizbench/' ('codetatqa'), as data.DATASET_TASK_NAMES and prompts.PROMPT_FILES know it."""
+        return self.name.split("/", 1)[-1]
+
     def __init__(self, **options: Any) -> None:
         self.settings = BizBenchOptions.parse(self.name, options, takes_style=self.program_task)
         if self.settings.split not in self.splits:
@@ -151,7 +156,7 @@ class BizBenchNumericTask(Task):
         """-o items=FILE, else -o parquet=PATH, else the task's own source under DATA_DIR."""
         if self.settings.items:
             self._source = self.settings.items
-            return [item for item in read_items_jsonl(self.settings.items, tasks=[self.name])
+            return [item for item in read_items_jsonl(self.settings.items, tasks=[self.short_name])
                     if item.split == self.settings.split]
         if self.settings.parquet:
             return self._official(Path(self.settings.parquet))
@@ -175,7 +180,7 @@ class BizBenchNumericTask(Task):
     def _official(self, path: Path) -> list[BizBenchItem]:
         from .official import load_official
 
-        load = load_official(path, tasks=[self.name])
+        load = load_official(path, tasks=[self.short_name])
         self._source = ", ".join(str(f) for f in load.files)
         return [item for item in load.items if item.split == self.settings.split]
 
@@ -194,7 +199,7 @@ class BizBenchNumericTask(Task):
         """The official prompt file of this task and style (read once)."""
         if self._prompt is None:
             folder = prompts_dir(self._data_dir, self.settings.prompts)
-            self._prompt = load_prompt_file(folder / prompt_file_name(self.name, self.settings.style,
+            self._prompt = load_prompt_file(folder / prompt_file_name(self.short_name, self.settings.style,
                                                                       self.settings.prompt_file))
         return self._prompt
 
@@ -324,7 +329,7 @@ class _TatqaTask(BizBenchNumericTask):
             raise DataError(f"{self.name}: no data directory", hint="pass --data-dir ROOT holding tatqa/dataset_raw")
         path = tatqa_file(Path(data_dir), self.settings.split)
         self._source = str(path)
-        build = build_codetatqa if self.name == "codetatqa" else build_tatqa_e
+        build = build_codetatqa if self.short_name == "codetatqa" else build_tatqa_e
         return build(path, self.settings.split).items
 
 
