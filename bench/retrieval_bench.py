@@ -66,7 +66,7 @@ def latencies(retriever, ticker: str, as_of: dt.date, count: int) -> tuple[float
 
 
 def main() -> None:
-    default = os.environ.get("FINHARNESS_DATA_DIR") or str(Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    default = os.environ.get("FINHARNESS_DATA_DIR") or str(Path(__file__).resolve().parents[2] / "shared" / "data")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data_dir", nargs="?", default=default)
     parser.add_argument("--dense-ticker", default="AAPL", help="ticker to embed with MiniLM ('' to skip)")

@@ -416,8 +416,11 @@ def _register_extensions() -> None:
     from .markets.cli import register as register_markets
     from .rating.cli import register as register_rating
 
+    from .retrieval.cli import register as register_retrieval
+
     register_markets(app)
     register_rating(app)
+    register_retrieval(app)
 
 
 _register_extensions()

@@ -11,10 +11,12 @@ import pandas as pd
 _TEMPLATE = """<?xml version='1.0' encoding='ASCII'?>
 <html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL"
       xmlns:dei="http://xbrl.sec.gov/dei/2024"><head><title>t</title><style>p {{color: red}}</style></head><body>
-<div style="display:none"><ix:header><ix:hidden><ix:nonNumeric name="dei:EntityCentralIndexKey">HIDDENHEADERTEXT</ix:nonNumeric></ix:hidden></ix:header></div>
+<div style="display:none"><ix:header><ix:hidden>
+<ix:nonNumeric name="dei:EntityCentralIndexKey">HIDDENHEADERTEXT</ix:nonNumeric></ix:hidden></ix:header></div>
 <script>var hiddenScript = 1;</script>
 <div><span>UNITED STATES SECURITIES AND EXCHANGE COMMISSION</span></div>
-<div>For the period ended <ix:nonNumeric name="dei:DocumentPeriodEndDate" format="ixt:date-monthname-day-year-en"><span>{period_text}</span></ix:nonNumeric></div>
+<div>For the period ended <ix:nonNumeric name="dei:DocumentPeriodEndDate"
+    format="ixt:date-monthname-day-year-en"><span>{period_text}</span></ix:nonNumeric></div>
 <table><tr><td>Item 1.</td><td>Business</td><td>3</td></tr></table>
 {sections}
 </body></html>

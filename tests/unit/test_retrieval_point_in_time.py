@@ -18,7 +18,8 @@ QUESTION = "How did revenue, operating income and risk factors change compared w
 def retriever(shared_data: Path, tmp_path_factory) -> Retriever:
     # dense off: the cut-off happens before any scorer runs, so BM25 alone exercises it (the dense path is
     # checked on a small corpus in test_retrieval_dense.py); the cache is shared with the other retrieval tests.
-    return Retriever(shared_data, RetrievalConfig(dense="off"), cache=tmp_path_factory.getbasetemp() / "retrieval-cache")
+    cache = tmp_path_factory.getbasetemp() / "retrieval-cache"
+    return Retriever(shared_data, RetrievalConfig(dense="off"), cache=cache)
 
 
 def _as_of_dates(filed: list[dt.date]) -> list[dt.date]:

@@ -6,8 +6,8 @@ import datetime as dt
 from pathlib import Path
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from finharness.markets.prices import load_prices
 from finharness.retrieval.prices_track import history_path, monthly_summary, price_tables

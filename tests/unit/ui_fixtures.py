@@ -13,7 +13,7 @@ from pathlib import Path
 MODELS = ("secret-model-alpha", "secret-model-beta", "secret-model-gamma")
 ITEMS = ("Analyst/0", "Analyst/1", "Credit_Risk_Evaluation/4")
 QUALITY = {  # model -> quality shown in its answer, per item
-    "secret-model-alpha": (7, 6, 5),
+    "secret-model-alpha": (7, 6, 9),
     "secret-model-beta": (4, 6, 8),
     "secret-model-gamma": (2, 3, 1),
 }

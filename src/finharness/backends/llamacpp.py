@@ -15,16 +15,25 @@ Log-likelihoods never use ``echo=True`` prompt logprobs: llama-cpp-python scores
 first prompt token against nothing, which is wrong for models without a BOS token
 (Qwen). Instead the shared context is evaluated once, each continuation is evaluated
 on top of it, and its tokens are scored from the logits rows (see `_score_sync`).
+
+Reusing the KV cache gives the same numbers as evaluating every choice from scratch only
+if a position's logits do not depend on how the tokens were split into batches. On CPU two
+things break that: weights repacked for llama.cpp's matrix-matrix kernels (rows are computed
+in groups of four, the remainder by other kernels), and lone-token batches (matrix-vector
+kernels). The scoring context therefore loads its weights unrepacked (they then also stay
+memory-mapped, shared with the generation context) and never evaluates a single token on
+its own (`_evaluate`); measured, its logits rows are then identical for any split.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -121,10 +130,11 @@ class LlamaCppBackend(BaseBackend):
         import llama_cpp  # imported late: it loads a shared library
 
         try:
-            return llama_cpp.Llama(
-                model_path=str(self.model_path), n_ctx=self.options.n_ctx,
-                n_batch=self.options.n_batch, n_threads=self.options.n_threads,
-                n_gpu_layers=self.options.n_gpu_layers, logits_all=logits_all, verbose=False)
+            with _weights_unrepacked() if logits_all else contextlib.nullcontext():
+                return llama_cpp.Llama(
+                    model_path=str(self.model_path), n_ctx=self.options.n_ctx,
+                    n_batch=self.options.n_batch, n_threads=self.options.n_threads,
+                    n_gpu_layers=self.options.n_gpu_layers, logits_all=logits_all, verbose=False)
         except (ValueError, RuntimeError) as err:
             raise BackendError(f"{self.spec}: llama.cpp could not load {self.model_path}: {err}") from err
 
@@ -294,22 +304,15 @@ class LlamaCppBackend(BaseBackend):
                 "(?n_ctx=...)")
         try:
             # KV reuse across requests: keep the longest prefix of the context that is already
-            # evaluated (llm.eval drops the KV cells past llm.n_tokens itself).
+            # evaluated; its logits rows in llm.scores stay valid.
             reused = min(llama_cpp.Llama.longest_token_prefix(llm.input_ids[:llm.n_tokens].tolist(),
                                                               context_tokens), n_context)
-            llm.n_tokens = reused
-            if reused < n_context:
-                llm.eval(context_tokens[reused:])
-            # else the logits row of the last context token, kept in llm.scores, is still valid
-            evaluated = n_context - reused
+            evaluated = _evaluate(llm, context_tokens, reused, n_context)
             logprobs, greedy = [], []
             for tokens in continuation_tokens:
-                llm.n_tokens = n_context
                 # The last continuation token's own logits are never needed: only the rows
                 # before each token score it. One-token continuations cost no evaluation at all.
-                if len(tokens) > 1:
-                    llm.eval(tokens[:-1])
-                    evaluated += len(tokens) - 1
+                evaluated += _evaluate(llm, context_tokens + tokens, n_context, n_context + len(tokens) - 1)
                 rows = llm.scores[n_context - 1:n_context - 1 + len(tokens)].astype(np.float64)
                 token_logprobs = log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens]
                 logprobs.append(float(token_logprobs.sum()))
@@ -333,6 +336,52 @@ class LlamaCppBackend(BaseBackend):
 
     async def aclose(self) -> None:
         await self._run(self._close_sync)
+
+
+@contextlib.contextmanager
+def _weights_unrepacked() -> Iterator[None]:
+    """Load a llama_cpp.Llama with llama.cpp's `use_extra_bufts` off (no weight repacking).
+
+    llama-cpp-python 0.3.36 has no Llama() argument for it, so the default model parameters
+    it starts from are wrapped for the duration of the load (callers hold the load lock)."""
+    import llama_cpp.llama as llama_module
+
+    low_level = llama_module.llama_cpp
+    original = low_level.llama_model_default_params
+
+    def unrepacked_defaults() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    low_level.llama_model_default_params = unrepacked_defaults
+    try:
+        yield
+    finally:
+        low_level.llama_model_default_params = original
+
+
+def _evaluate(llm: Any, sequence: list[int], start: int, end: int) -> int:
+    """Evaluate sequence[start:end] on top of the KV cells of sequence[:start]; returns the
+    number of tokens evaluated.
+
+    No batch holds a lone token: llama.cpp computes one token with matrix-vector kernels
+    whose rounding differs from the batched ones, so a lone token steps back to re-evaluate
+    its predecessor with it, and no n_batch split leaves one token over."""
+    if end <= start:
+        llm.n_tokens = start
+        return 0
+    if end - start == 1 and start > 0:
+        start -= 1
+    llm.n_tokens = start  # llm.eval drops the KV cells from n_tokens on before it decodes
+    position = start
+    while position < end:
+        size = min(llm.n_batch, end - position)
+        if end - position - size == 1 and size > 2:
+            size -= 1
+        llm.eval(sequence[position:position + size])
+        position += size
+    return end - start
 
 
 def _token_logprobs(raw: Mapping[str, Any] | None) -> tuple[TokenLogprob, ...] | None:

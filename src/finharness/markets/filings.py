@@ -36,7 +36,7 @@ FILINGS_FOLDER = Path("fintradebench") / "SEC_Filings"
 PARSER_VERSION = 1
 """Bumped whenever extraction or sectioning changes, so cached parses are not reused."""
 
-_FILENAME = re.compile(r"^(?P<form>10-[KQ](?:/A)?)_(?P<filed>\d{4}-\d{2}-\d{2})_(?P<accession>\d{10}-\d{2}-\d{6})\.html?$",
+_FILENAME = re.compile(r"^(?P<form>10-[KQ])_(?P<filed>\d{4}-\d{2}-\d{2})_(?P<accession>\d{10}-\d{2}-\d{6})\.html?$",
                        re.IGNORECASE)
 _HEADER = re.compile(r"^(?:PART\s+(?:I{1,3}|IV)\b|ITEM\s+\d{1,2}[A-C]?\b)", re.IGNORECASE)
 # A header line is short; a long line starting with "Item 1A" is a sentence that cites the item.
@@ -63,7 +63,7 @@ class FilingRef:
     """Upper-case ticker, from the folder name (``Goog`` → ``GOOG``)."""
 
     form: str
-    """``10-K`` or ``10-Q`` (``/A`` for an amendment)."""
+    """``10-K`` or ``10-Q``."""
 
     filed: dt.date
     """Filing date: the day the filing became public, the date point-in-time filters use."""
@@ -80,7 +80,7 @@ class Section:
     """One parent section of a filing: the text from one Item/Part header to the next."""
 
     title: str
-    """The header line(s), e.g. ``PART II / Item 7. Management's Discussion and Analysis…``; ``Cover`` before the first."""
+    """The header line(s), e.g. ``PART II / Item 7. Management's Discussion…``; ``Cover`` before the first."""
 
     text: str
     """The section body: readable lines joined by newlines."""

@@ -7,9 +7,9 @@ Parameters are Lucene's defaults (k1 = 1.5, b = 0.75).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import bm25s
 import numpy as np

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -23,9 +22,9 @@ def retrieve_command(
     query: str = typer.Option(..., "--query", help="The question to retrieve for."),
     k: int = typer.Option(3, "--k", min=0, help="Filing sections to return (track A quota)."),
     price_tables: int = typer.Option(2, "--price-tables", min=0, help="Monthly price tables (track B quota)."),
-    budget: int = typer.Option(2000, "--budget", min=1, help="Token budget of all returned texts (approximate tokens)."),
+    budget: int = typer.Option(2000, "--budget", min=1, help="Token budget of all returned texts (approx. tokens)."),
     dense: str = typer.Option("auto", "--dense", help="auto | on | off: the MiniLM dense retriever."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data root holding fintradebench/ "
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="Data root holding fintradebench/ "
                                                                      "(default: $FINHARNESS_DATA_DIR)."),
     as_json: bool = typer.Option(False, "--json", help="Print the items as a JSON list."),
 ) -> None:

@@ -10,7 +10,8 @@ Alternative: ``normalised score sum``, each ranking's scores min–max scaled to
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 

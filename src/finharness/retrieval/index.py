@@ -24,9 +24,9 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -34,8 +34,7 @@ from finharness.data.errors import DataError
 from finharness.data.registry import sha256_file
 from finharness.markets.filings import PARSER_VERSION, FilingRef, load_filing
 
-from . import bm25 as bm25_module
-from .bm25 import BM25Index, BM25Params
+from .bm25 import BM25Index, BM25Params, library_version
 from .chunking import Child, ChunkingParams, FilingMeta, Parent, chunk_filing
 from .dense import Encoder
 from .fuse import FusionMethod, fuse
@@ -142,7 +141,7 @@ def index_key(refs_with_hashes: Sequence[tuple[FilingRef, str]], params: IndexPa
     filings = [[ref.ticker, ref.form, ref.filed.isoformat(), ref.accession, digest]
                for ref, digest in refs_with_hashes]
     return _hash({"index_version": INDEX_VERSION, "parser_version": PARSER_VERSION,
-                  "bm25s": bm25_module.library_version(), "params": asdict(params), "filings": filings})
+                  "bm25s": library_version(), "params": asdict(params), "filings": filings})
 
 
 def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), *, cache: Path | None = None,

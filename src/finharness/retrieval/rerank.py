@@ -14,8 +14,9 @@ the whole parent: about 300 tokens per request.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 

@@ -23,16 +23,18 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from finharness.markets.filings import discover_filings
 
 from .chunking import count_tokens, truncate_tokens
 from .dense import DenseUnavailable, Encoder, default_encoder
 from .fuse import RRF_K, FusionMethod
-from .index import FilingIndex, IndexParams, build_index
+from .index import FilingIndex, Hit, IndexParams, build_index
 from .prices_track import history_path, price_tables
 from .rerank import NoRerank, Reranker
 
@@ -169,6 +171,7 @@ class Retriever:
         self._dense_status: str | None = f"on ({encoder.name})" if encoder is not None else None
         self._indexes: dict[tuple[str, ...], FilingIndex] = {}
         self._prices: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
     @property
     def dense_status(self) -> str:
@@ -200,6 +203,22 @@ class Retriever:
                                                   encoder=self._resolve_encoder(), progress=self.progress)
         return self._indexes[memo_key]
 
+    def _search(self, query: str, ticker: str,
+                as_of: dt.date) -> tuple[FilingIndex | None, list[Hit], list[_Candidate]]:
+        """(index, ranked filing parents, price-table candidates), all cut at ``as_of``."""
+        config = self.config
+        with self._lock:
+            index = self.filing_index(ticker, as_of)
+            prices = self._price_frame(ticker) if config.price_tables > 0 else None
+        hits = [] if index is None or config.filing_quota <= 0 else index.rank(
+            query, self._encoder if index.dense is not None else None, config.fusion, config.fusion_depth)
+        tables = [] if prices is None else [
+            _Candidate(track="prices", source=table.source, date=table.last_date, score=table.score,
+                       header=table.header, pieces=table.rows, focus=len(table.rows) - 1)
+            for table in price_tables(prices, ticker, as_of, months_per_table=config.months_per_table,
+                                      count=config.price_tables, source_name=history_path(self.data_dir, ticker).name)]
+        return index, hits, tables
+
     def _price_frame(self, ticker: str) -> Any:
         """The ticker's whole daily history, loaded once (the as-of cut happens in price_tables)."""
         if ticker not in self._prices:
@@ -219,22 +238,14 @@ class Retriever:
         reranker = reranker or NoRerank()
         config = self.config
 
-        index = self.filing_index(ticker, as_of)
-        filings, duplicates = [], 0
-        if index is not None and config.filing_quota > 0:
-            hits = index.rank(query, self._resolve_encoder() if index.dense is not None else None,
-                              config.fusion, config.fusion_depth)
-            hits, duplicates = _remove_duplicates(hits, enough=max(config.filing_quota, config.rerank_depth))
-            hits = await _rerank(query, hits, reranker, config.rerank_depth)
-            filings = [_Candidate(track="filings", source=f"{hit.parent.meta.source}#{hit.parent.title}",
-                                  date=hit.parent.meta.filed, score=score, header=hit.parent.label,
-                                  pieces=tuple(child.text for child in hit.parent.children), focus=hit.best_child)
-                       for hit, score in hits[: config.filing_quota]]
-        tables = [] if config.price_tables <= 0 else [
-            _Candidate(track="prices", source=table.source, date=table.last_date, score=table.score,
-                       header=table.header, pieces=table.rows, focus=len(table.rows) - 1)
-            for table in price_tables(self._price_frame(ticker), ticker, as_of, months_per_table=config.months_per_table,
-                                      count=config.price_tables, source_name=history_path(self.data_dir, ticker).name)]
+        # Index builds, BM25 and embeddings are blocking work: off the event loop, one build at a time.
+        index, hits, tables = await asyncio.to_thread(self._search, query, ticker, as_of)
+        hits, duplicates = _remove_duplicates(hits, enough=max(config.filing_quota, config.rerank_depth))
+        ranked = await _rerank(query, hits, reranker, config.rerank_depth) if hits else []
+        filings = [_Candidate(track="filings", source=f"{hit.parent.meta.source}#{hit.parent.title}",
+                              date=hit.parent.meta.filed, score=score, header=hit.parent.label,
+                              pieces=tuple(child.text for child in hit.parent.children), focus=hit.best_child)
+                   for hit, score in ranked[: config.filing_quota]]
         items, truncated, dropped = assemble([*filings, *tables], config.budget_tokens)
         late = [item for item in items if item.date > as_of.isoformat()]
         if late:  # cannot happen unless the cut-off above is broken: never hand the future to a model
@@ -251,7 +262,7 @@ class Retriever:
                          index_from_cache=index.from_cache if index else None)
 
 
-def _remove_duplicates(hits: list, enough: int) -> tuple[list, int]:
+def _remove_duplicates(hits: list[Hit], enough: int) -> tuple[list[Hit], int]:
     """Drop parents whose body repeats a better-ranked one's; stop once ``enough`` distinct are found."""
     seen: set[str] = set()
     kept, removed = [], 0
@@ -268,27 +279,27 @@ def _remove_duplicates(hits: list, enough: int) -> tuple[list, int]:
     return kept, removed
 
 
-async def _rerank(query: str, hits: list, reranker: Reranker, depth: int) -> list[tuple]:
+async def _rerank(query: str, hits: list[Hit], reranker: Reranker, depth: int) -> list[tuple[Hit, float]]:
     """(hit, score) pairs: the top ``depth`` reordered by the reranker when it scores, the rest after."""
     head, tail = hits[:depth], hits[depth:]
     scores = await reranker.scores(query, [h.parent.indexed_text(h.parent.children[h.best_child]) for h in head])
     if scores is None:
         return [(hit, hit.score) for hit in hits]
-    ranked = sorted(zip(head, scores), key=lambda pair: -pair[1])  # stable: ties keep the fused order
+    ranked = sorted(zip(head, scores, strict=True), key=lambda pair: -pair[1])  # stable: ties keep the fused order
     return [*ranked, *((hit, hit.score) for hit in tail)]
 
 
 def assemble(candidates: Sequence[_Candidate], budget: int) -> tuple[list[RetrievedItem], int, int]:
     """(items, truncated count, dropped count) under ``budget`` tokens (see the module docstring)."""
     sizes = [[count_tokens(piece) for piece in c.pieces] for c in candidates]
-    needs = [count_tokens(c.header) + sum(s) for c, s in zip(candidates, sizes)]
+    needs = [count_tokens(c.header) + sum(s) for c, s in zip(candidates, sizes, strict=True)]
     shares = [0] * len(candidates)
     remaining = budget
     for position, i in enumerate(sorted(range(len(candidates)), key=lambda i: needs[i])):
         shares[i] = min(needs[i], remaining // (len(candidates) - position))
         remaining -= shares[i]
     items, truncated, dropped = [], 0, 0
-    for candidate, piece_sizes, need, share in zip(candidates, sizes, needs, shares):
+    for candidate, piece_sizes, need, share in zip(candidates, sizes, needs, shares, strict=True):
         text = _fit(candidate, piece_sizes, share) if share >= min(need, MIN_ITEM_TOKENS) else None
         if text is None:
             dropped += 1

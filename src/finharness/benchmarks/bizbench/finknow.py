@@ -1,0 +1,287 @@
+"""FinKnow (BizBench): financial-knowledge multiple choice, here on public CFA Level I questions.
+
+Data (DATA_DIR/cfa_cpa, 3 options each):
+  fineval       CFA_essay/FinEval_CFA_Easy.data.json: 1,032 items; `text` = 'Q:{question},CHOICES: A: {a},B:
+                {b},C: {c}', answer = `answer` upper-cased (4 items write it in lower case, and 3 of those
+                disagree with the `gold` index; the letter is kept -- it is the right answer where checked --
+                and the disagreement is counted in Aggregate.extra). Ids 'fineval-cfa-easy/N' (N from 0).
+  ideafinbench  IDEAFinBench/cfa_l1/{split}/SUBJECT_{split}.csv (id,question,A,B,C,D,answer; D empty),
+                split 'val' (1,220, default) or 'dev' (50). Ids 'ideafinbench/cfa_l1/SPLIT/SUBJECT/ID'.
+  -o parquet=PATH  the official BizBench FinKnow rows instead (ids 'bizbench/SPLIT/finknow/N').
+`source` = 'all' (default: both) | 'fineval' | 'ideafinbench'.
+
+Methods:
+  ll   (default; the paper) zero-shot log-likelihood of each answer after the question rendered as the
+       pipeline renders it plus 'Answer:' -- 'Question: {q}\\nA. {a}\\nB. {b}\\nC. {c}\\nAnswer:' --
+       continuation ' A' / ' B' / ' C' (`continuation=letter`, default) or ' {option text}'
+       (`continuation=text`, which also reports `ll_norm`, the log-likelihood per character).
+       The prediction is {"choice", "logprobs", "continuation_tokens"}.
+  gen  the pipeline: finknow.json's system message and one-shot sample, answered '[[LETTER]]'.
+       official = `brace_extract` (exactly one [[…]] whose content is a letter A-D); robust = one or
+       several [[X]] that agree, else the choice cascade of extract/choices.py (answer cues, a bare
+       letter, option text). The prediction is the raw reply.
+Headline `accuracy`: 'll' for ll, the `extract` mode for gen; every mode is in Score.values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from ...core.metrics import grouped, mean_metrics
+from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
+from ...data.errors import DataError
+from ...data.io import read_csv_rows, read_json
+from ...extract.choices import UNPARSEABLE, extract_choice
+from ...extract.numbers import read_official
+from .prompts import LETTERS, OfficialPrompt, load_prompt_file, multiple_choice_string_format, prompts_dir
+
+SOURCES = ("all", "fineval", "ideafinbench")
+METHODS = ("ll", "gen")
+CONTINUATIONS = ("letter", "text")
+
+FINEVAL_FILE = Path("cfa_cpa") / "CFA_essay" / "FinEval_CFA_Easy.data.json"
+IDEAFINBENCH_DIR = Path("cfa_cpa") / "IDEAFinBench" / "cfa_l1"
+_FINEVAL_TEXT = re.compile(r"^Q:(?P<question>.*),CHOICES: A: (?P<A>.*),B: (?P<B>.*),C: (?P<C>.*)$", re.DOTALL)
+_BRACKET_LETTER = re.compile(r"\[\[\s*\(?([A-D])\)?\s*\]\]")
+
+
+@dataclass(frozen=True)
+class FinKnowOptions:
+    """Everything that changes FinKnow's requests or scores."""
+
+    method: str = "ll"
+    """'ll' (the paper) or 'gen' (the pipeline)."""
+
+    source: str = "all"
+    """Which question files."""
+
+    split: str = "val"
+    """IDEAFinBench split: 'val' or 'dev' (FinEval CFA-Easy has one split)."""
+
+    extract: str = "official"
+    """gen: reading of the headline ('official' or 'robust')."""
+
+    continuation: str = "letter"
+    """ll: score the option letter or the option text."""
+
+    max_tokens: int = 512
+    """gen: generation budget."""
+
+    parquet: str | None = None
+    """The official BizBench parquet, instead of the CFA files."""
+
+    prompts: str | None = None
+    """gen: folder of the official prompt files."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "FinKnowOptions":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"bizbench/finknow: unknown option(s) {unknown}; known: {sorted(known)}")
+        values = {k: v for k, v in options.items() if v is not None}
+        parsed = cls(**{**values, "max_tokens": int(values.get("max_tokens", 512))})
+        for name, allowed in (("method", METHODS), ("source", SOURCES), ("split", ("val", "dev", "test", "train")),
+                              ("extract", ("official", "robust")), ("continuation", CONTINUATIONS)):
+            if getattr(parsed, name) not in allowed:
+                raise ValueError(f"bizbench/finknow: {name}={getattr(parsed, name)!r} is not one of {list(allowed)}")
+        return parsed
+
+
+def parse_fineval_text(text: str) -> tuple[str, list[str]] | None:
+    """'Q:…,CHOICES: A: …,B: …,C: …' -> (question, [a, b, c]); None when it does not have that shape."""
+    match = _FINEVAL_TEXT.match(text.strip())
+    if not match:
+        return None
+    return match.group("question").strip(), [match.group(letter).strip() for letter in "ABC"]
+
+
+def load_fineval(root: Path) -> tuple[list[Sample], int]:
+    """FinEval CFA-Easy items, and how many disagree between `answer` and `gold`."""
+    path = root / FINEVAL_FILE
+    rows = read_json(path)
+    if not isinstance(rows, list):
+        raise DataError("expected a JSON list of {query, answer, text, choices, gold}", path=path)
+    samples, disagreements = [], 0
+    for index, row in enumerate(rows):
+        parsed = parse_fineval_text(str(row.get("text", "")))
+        answer = str(row.get("answer", "")).strip().upper()
+        if parsed is None or answer not in "ABC" or not answer:
+            raise DataError(f"item {index}: text is not 'Q:…,CHOICES: A: …,B: …,C: …' or answer is not A-C",
+                            path=path, line=index + 1)
+        gold_index = row.get("gold")
+        conflict = isinstance(gold_index, int) and "ABC"[gold_index] != answer
+        disagreements += conflict
+        question, options = parsed
+        samples.append(Sample(id=f"fineval-cfa-easy/{index}", input={"question": question, "options": options},
+                              target=answer, metadata={"source": "fineval", "subject": "cfa_l1",
+                                                       "path": str(path), "index": index,
+                                                       "gold_index_conflict": conflict}))
+    return samples, disagreements
+
+
+def load_ideafinbench(root: Path, split: str) -> list[Sample]:
+    folder = root / IDEAFINBENCH_DIR / split
+    files = sorted(folder.glob(f"*_{split}.csv"))
+    if not files:
+        raise DataError(f"no *_{split}.csv files", path=folder,
+                        hint="expected DATA_DIR/cfa_cpa/IDEAFinBench/cfa_l1/{dev,val}/SUBJECT_SPLIT.csv")
+    samples = []
+    for path in files:
+        subject = path.name[: -len(f"_{split}.csv")]
+        for line, row in read_csv_rows(path, required=("id", "question", "A", "B", "C", "answer")):
+            options = [row[letter].strip() for letter in "ABCD" if (row.get(letter) or "").strip()]
+            answer = (row["answer"] or "").strip().upper()
+            if answer not in LETTERS[: len(options)] or not answer:
+                raise DataError(f"answer {row['answer']!r} is not one of the {len(options)} options", path=path,
+                                line=line)
+            samples.append(Sample(id=f"ideafinbench/cfa_l1/{split}/{subject}/{row['id']}",
+                                  input={"question": row["question"].strip(), "options": options}, target=answer,
+                                  metadata={"source": "ideafinbench", "subject": subject, "path": str(path),
+                                            "line": line}))
+    return samples
+
+
+def ll_context(sample: Sample) -> str:
+    """The zero-shot log-likelihood context: the pipeline's question rendering, then 'Answer:'."""
+    return multiple_choice_string_format(sample.input["question"], sample.input["options"]) + "\nAnswer:"
+
+
+class FinKnowTask(Task):
+    """FinKnow: CFA Level I multiple choice by answer log-likelihood (the paper) or generation (the pipeline)."""
+
+    name: ClassVar[str] = "bizbench/finknow"
+    description: ClassVar[str] = ("BizBench FinKnow on public CFA L1 questions (FinEval CFA-Easy, IDEAFinBench): "
+                                  "log-likelihood (paper) or [[LETTER]] generation (pipeline)")
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = FinKnowOptions.parse(options)
+        super().__init__(**asdict(self.settings))
+        self._data_dir: Path | None = None
+        self._prompt: OfficialPrompt | None = None
+        self.gold_conflicts = 0
+
+    def load(self, data_dir: Path | None) -> list[Sample]:
+        self._data_dir = data_dir
+        if self.settings.parquet:
+            from .official import load_official
+
+            load = load_official(self.settings.parquet, tasks=["finknow"])
+            return [Sample(id=item.id, input={"question": item.question, "options": list(item.options or ())},
+                           target=item.answer.strip().upper(), metadata={"source": "bizbench", "subject": "finknow"})
+                    for item in load.items if item.options]
+        if data_dir is None:
+            raise DataError("bizbench/finknow: no data directory", hint="pass --data-dir ROOT holding cfa_cpa/")
+        root = Path(data_dir)
+        samples: list[Sample] = []
+        if self.settings.source in ("all", "fineval"):
+            fineval, self.gold_conflicts = load_fineval(root)
+            samples += fineval
+        if self.settings.source in ("all", "ideafinbench"):
+            samples += load_ideafinbench(root, self.settings.split)
+        return samples
+
+    # --- solving ---------------------------------------------------------------------------------------
+
+    def prompt(self) -> OfficialPrompt:
+        if self._prompt is None:
+            self._prompt = load_prompt_file(prompts_dir(self._data_dir, self.settings.prompts) / "finknow.json")
+        return self._prompt
+
+    def messages(self, sample: Sample) -> list[Message]:
+        return self.prompt().messages(sample.input)
+
+    def continuations(self, sample: Sample) -> tuple[str, ...]:
+        if self.settings.continuation == "text":
+            return tuple(" " + option for option in sample.input["options"])
+        return tuple(" " + LETTERS[i] for i in range(len(sample.input["options"])))
+
+    async def solve(self, sample: Sample, models: Models) -> Any:
+        if self.settings.method == "gen":
+            params = GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0, top_p=1.0)
+            return (await models.model.chat(self.messages(sample), params)).text
+        continuations = self.continuations(sample)
+        response = await models.model.loglikelihood(LoglikelihoodRequest(ll_context(sample), continuations))
+        letters = LETTERS[: len(continuations)]
+        best = max(range(len(letters)), key=lambda i: response.logprobs[i])  # first on ties
+        prediction = {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs)),
+                      "continuation_tokens": dict(zip(letters, response.continuation_tokens))}
+        if self.settings.continuation == "text":
+            norm = [lp / max(1, len(c)) for lp, c in zip(response.logprobs, continuations)]
+            prediction["choice_norm"] = letters[max(range(len(letters)), key=lambda i: norm[i])]
+        return prediction
+
+    # --- scoring ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def read_official(reply: str, letters: str) -> tuple[str | None, str]:
+        """`brace_extract`: exactly one [[…]] holding a letter (its index, as upstream) -> the letter."""
+        reading = read_official(reply)
+        if reading.rule == "official_letter" and reading.span is not None:
+            letter = LETTERS[int(reading.value)]  # type: ignore[arg-type]
+            if letter in letters:
+                return letter, reading.rule
+        return None, UNPARSEABLE
+
+    @staticmethod
+    def read_robust(reply: str, options: Sequence[str]) -> tuple[str | None, str]:
+        letters = LETTERS[: len(options)]
+        found = {letter for letter in _BRACKET_LETTER.findall(reply.rsplit("</think>", 1)[-1]) if letter in letters}
+        if len(found) == 1:
+            return found.pop(), "brackets"
+        if len(found) > 1:
+            return None, UNPARSEABLE
+        choice = extract_choice(reply, {LETTERS[i]: text for i, text in enumerate(options)})
+        return choice.answer, choice.rule
+
+    def score(self, sample: Sample, prediction: Any) -> Score:
+        gold = sample.target
+        if isinstance(prediction, Mapping):  # ll
+            choice = prediction.get("choice")
+            values = {"ll": float(choice == gold)}
+            if "choice_norm" in prediction:
+                values["ll_norm"] = float(prediction["choice_norm"] == gold)
+            return Score(values["ll"], values, {"choice": choice, "logprobs": prediction.get("logprobs")},
+                         "loglikelihood" if choice else UNPARSEABLE, bool(choice))
+        reply = "" if prediction is None else str(prediction)
+        options = sample.input["options"]
+        readings = {"official": self.read_official(reply, LETTERS[: len(options)]),
+                    "robust": self.read_robust(reply, options)}
+        values = {mode: float(answer == gold) for mode, (answer, _) in readings.items()}
+        extracted = {mode: answer for mode, (answer, _) in readings.items()}
+        extracted.update({f"{mode}_rule": rule for mode, (_, rule) in readings.items()})
+        answer, rule = readings[self.settings.extract]
+        return Score(values[self.settings.extract], values, extracted, rule, answer is not None)
+
+    def gold_prediction(self, sample: Sample) -> Any:
+        """A prediction that states the gold (for the same-path check): [[X]] or an ll choice."""
+        if self.settings.method == "gen":
+            return f"The answer is [[{sample.target}]]"
+        return {"choice": sample.target, "logprobs": {}}
+
+    def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
+        scored = [r for r in records if r.score is not None and r.score.value is not None]
+        rules: dict[str, Counter] = {"official": Counter(), "robust": Counter()}
+        for record in scored:
+            for mode in rules:
+                rule = (record.score.extracted or {}).get(f"{mode}_rule")
+                if rule:
+                    rules[mode][rule] += 1
+        groups = {key: grouped((str(r.metadata.get(key, "none")), r.score) for r in scored)
+                  for key in ("source", "subject")}
+        notes = []
+        if self.settings.method == "ll":
+            notes.append(f"zero-shot option log-likelihood ({self.settings.continuation} continuations); "
+                         "extraction modes do not apply")
+        if self.gold_conflicts:
+            notes.append(f"{self.gold_conflicts} FinEval CFA-Easy items give an `answer` letter that disagrees "
+                         "with their `gold` index; the letter is used")
+        extra = {"options": asdict(self.settings), "rules": {m: dict(c.most_common()) for m, c in rules.items()},
+                 "gold_conflicts": self.gold_conflicts,
+                 "unparseable": {m: c.get(UNPARSEABLE, 0) for m, c in rules.items()}}
+        return Aggregate(metrics=mean_metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)
