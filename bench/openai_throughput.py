@@ -1,11 +1,13 @@
 """Generation throughput of the `openai:` backend against a real local llama.cpp server (run by hand).
 
     python bench/openai_throughput.py                       # starts llama_cpp.server on the embedded model
+    python bench/openai_throughput.py --engine xllamacpp   # llama.cpp's server with 2 parallel slots
     python bench/openai_throughput.py --base-url http://127.0.0.1:8080/v1   # an already running server
 
 Sends the same short prompts at each concurrency level through the backend and
 the retry layer (exactly the path a run takes) and prints completion tokens/s.
-Needs `pip install 'llama-cpp-python[server]'` to start a server itself.
+Needs `pip install 'llama-cpp-python[server]'` (or `pip install xllamacpp` for --engine
+xllamacpp) to start a server itself.
 """
 
 from __future__ import annotations
@@ -45,10 +47,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(model: Path, port: int, threads: int, n_ctx: int, extra: list[str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-               "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-               "--model_alias", "bench", *extra]
+XLLAMACPP_SERVER = """
+import sys, time, xllamacpp
+model, port, parallel, n_ctx, threads = sys.argv[1], int(sys.argv[2]), *map(int, sys.argv[3:6])
+params = xllamacpp.CommonParams()
+params.model.path = model
+params.hostnames = ["127.0.0.1"]
+params.port = port
+params.n_parallel = parallel
+params.n_ctx = n_ctx * parallel  # llama.cpp splits the context between its slots
+params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
+server = xllamacpp.Server(params)
+while True:
+    time.sleep(3600)
+"""
+
+
+def start_server(engine: str, python: str, model: Path, port: int, threads: int, n_ctx: int,
+                 parallel: int, extra: list[str]) -> subprocess.Popen:
+    if engine == "xllamacpp":  # llama.cpp's own server: `parallel` slots decoded in one batch
+        command = [python, "-c", XLLAMACPP_SERVER, str(model), str(port), str(parallel), str(n_ctx),
+                   str(threads)]
+    else:  # llama-cpp-python's server: one request at a time behind a global lock
+        command = [python, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+                   "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
+                   "--model_alias", "bench", *extra]
     log = tempfile.NamedTemporaryFile("w", prefix="llama-server-", suffix=".log", delete=False)
     print("starting:", " ".join(command), f"(log: {log.name})", file=sys.stderr)
     # Logs go to a file: llama.cpp is chatty, and an unread pipe would fill up and stall the server.
@@ -107,6 +130,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="repeat every level this many times")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--n-ctx", type=int, default=2048)
+    parser.add_argument("--engine", choices=["llama-cpp-python", "xllamacpp"], default="llama-cpp-python")
+    parser.add_argument("--engine-python", default=sys.executable,
+                        help="interpreter that has the engine installed (default: this one)")
+    parser.add_argument("--parallel", type=int, default=2, help="xllamacpp: parallel decoding slots")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="extra llama_cpp.server argument (repeatable), e.g. --server-arg=--n_batch=256")
     args = parser.parse_args()
@@ -120,19 +147,20 @@ def main() -> None:
             model = ensure_model("embedded")
         port = free_port()
         base_url = f"http://127.0.0.1:{port}/v1"
-        server = start_server(model, port, args.threads, args.n_ctx, args.server_arg)
+        server = start_server(args.engine, args.engine_python, model, port, args.threads, args.n_ctx,
+                              args.parallel, args.server_arg)
     try:
         wait_until_up(base_url, server)
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(args.prompts)]
         # Levels alternate round by round, so a neighbour's load on a shared CPU hits them alike.
-        rows = [{"round": r, **asyncio.run(measure(base_url, c, prompts, args.max_tokens))}
-                for r in range(1, args.rounds + 1) for c in args.concurrency]
+        for round_number in range(1, args.rounds + 1):
+            for concurrency in args.concurrency:
+                row = asyncio.run(measure(base_url, concurrency, prompts, args.max_tokens))
+                print(json.dumps({"round": round_number, **row}), flush=True)
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
-    for row in rows:
-        print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -421,6 +421,9 @@ def _register_extensions() -> None:
     register_markets(app)
     register_rating(app)
     register_retrieval(app)
+    from .ui.cli import register as register_ui
+
+    register_ui(app)
 
 
 _register_extensions()

@@ -103,7 +103,7 @@ def _shot(driver, name: str) -> None:
         driver.save_screenshot(str(target / f"{name}.png"))
 
 
-def _assert_blind(driver, base: str) -> None:
+def _assert_blind(driver) -> None:
     page = driver.page_source
     leaked = [m for m in MODELS if m in page or m in driver.current_url]
     assert not leaked, f"model name(s) {leaked} in the page before the verdict"
@@ -137,7 +137,7 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     assert browser.current_url == base + "/queue"
     assert "0 of 10 items judged" in browser.page_source
-    _assert_blind(browser, base)
+    _assert_blind(browser)
     _shot(browser, "1_queue")
     session = browser.get_cookie("finharness_session")
     assert session["httpOnly"] and session["sameSite"] == "Strict"
@@ -148,7 +148,7 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
             browser.find_element(By.LINK_TEXT, "Next item →")
         link.click()
         work_item_id = browser.current_url.rsplit("/", 1)[1]
-        _assert_blind(browser, base)
+        _assert_blind(browser)
         assert not any(m in _headers(base, f"/item/{work_item_id}", session["value"]) for m in MODELS)
         reloaded = browser.page_source
         browser.refresh()
@@ -167,7 +167,7 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
             _shot(browser, "3_reveal")
 
     browser.find_element(By.LINK_TEXT, "Next item →").click()  # the rubric item comes last
-    _assert_blind(browser, base)
+    _assert_blind(browser)
     _shot(browser, "4_rubric")
     for key, score in (("accuracy", 4), ("completeness", 3), ("relevance", 5), ("clarity", 4)):
         browser.find_element(By.CSS_SELECTOR, f"input[name={key}][value='{score}'] + span").click()

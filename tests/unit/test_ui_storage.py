@@ -10,7 +10,7 @@ import pytest
 
 from finharness.core.store import MIGRATIONS, RunStore
 from finharness.data.errors import DataError
-from finharness.ui.queue import load_pairs, load_rubric, load_run, shown_first
+from finharness.ui.queue import load_pairs, load_rubric, load_run, shared_opening, shown_first
 from finharness.ui.storage import UI_MIGRATIONS, AlreadyJudged, RaterStore
 
 from .ui_fixtures import ITEMS, MODELS, write_dialogue_run, write_qa_run
@@ -74,6 +74,14 @@ def test_load_run_errors_name_file_and_line(tmp_path):
         load_run(tmp_path / "nowhere")
 
 
+def test_shared_opening_stops_at_the_first_difference_and_keeps_an_answer_per_side():
+    user, other = {"role": "user", "content": "Q"}, {"role": "user", "content": "Q2"}
+    reply = {"role": "assistant", "content": "A"}
+    assert shared_opening([user, reply], [user, reply]) == 1  # identical answers stay on both sides
+    assert shared_opening([user, reply], [other, reply]) == 0
+    assert shared_opening([user], [user]) == 0
+
+
 def test_order_is_stable_per_rater_and_item_and_balanced():
     draws = [shown_first(0, "alice", "t", str(i), ["x", "y"]) for i in range(400)]
     assert draws == [shown_first(0, "alice", "t", str(i), ["x", "y"]) for i in range(400)]
@@ -94,6 +102,9 @@ def test_load_pairs_queues_each_rater_once_and_samples_per_rater(store, tmp_path
     assert [w.position for w in queue] == [1, 2, 3]
     assert all(w.kind == "pair" and {w.model_a, w.model_b} == set(MODELS[:2]) for w in queue)
     assert all(w.first == shown_first(0, "alice", w.task, w.item_id, [MODELS[0], MODELS[1]]) for w in queue)
+    # the user's identical opening is shown once as context; each side starts at its model's first answer
+    assert all([t["role"] for t in w.content["context"]] == ["user"] for w in queue)
+    assert all(w.content["a"][0]["role"] == w.content["b"][0]["role"] == "assistant" for w in queue)
     gamma = write_dialogue_run(tmp_path, MODELS[2])
     assert load_pairs(store, run_a, gamma, raters="bob", per_rater=2).per_rater == {"bob": 2}
     assert len(store.queue(bob)) == 5 and len(store.queue(alice)) == 3

@@ -61,7 +61,8 @@ def export_rubric(store: RaterStore, out: Path, raters: Sequence[str] | None = N
             writer.writerow({"rater": rater.name, "task": item.task, "item_id": item.item_id,
                              "sample_id": item.sample_id, "model": item.model_a, **scores,
                              "mean": round(float(np.mean(list(scores.values()))), 4),
-                             "comment": item.verdict["comment"], "created": item.verdict["created"]})  # type: ignore[index]
+                             "comment": item.verdict["comment"],  # type: ignore[index]
+                             "created": item.verdict["created"]})  # type: ignore[index]
     return len(rows)
 
 
@@ -124,11 +125,11 @@ def judge_verdicts(matches: Sequence[Match], path: Path) -> dict[ItemKey, Match]
     for n, m in enumerate(matches, start=1):
         key = item_key(m)
         if m.item_id is None:
-            raise MatchFileError(f"{path}: match {n} (counting non-blank lines) has no item_id; per-item agreement needs the judge's "
-                                 "item ids (`finharness ucfe judge` writes them)")
+            raise MatchFileError(f"{path}: match {n} (counting non-blank lines) has no item_id; per-item "
+                                 "agreement needs the judge's item ids (`finharness ucfe judge` writes them)")
         if key in by_key:
-            raise MatchFileError(f"{path}: match {n} (counting non-blank lines) judges {key[0]}/{key[1]} {key[2][0]} vs {key[2][1]} a "
-                                 "second time; keep one judge verdict per item and pair")
+            raise MatchFileError(f"{path}: match {n} (counting non-blank lines) judges {key[0]}/{key[1]} "
+                                 f"{key[2][0]} vs {key[2][1]} a second time; keep one judge verdict per item and pair")
         by_key[key] = m
     return by_key
 

@@ -7,6 +7,9 @@ metadata...) and `results.json` (its `model` names the model). What a rater read
 - any other run: the prompt (the messages sent, or the prompt text) once as context, then the
   model's response (or its prediction when the run stored no text, e.g. log-likelihood tasks).
 
+In a pair, the leading user turns both sides share (a zero-shot prompt, a frozen user's opening) are
+shown once, as the context above the two responses.
+
 Items are matched across runs by sample id. Matches name an item by (task, item_id): the line's
 `metadata.task` / `metadata.item_id` when present (UCFE: `Analyst`, `3`, as `ucfe judge` writes
 them), else the run's task and the sample id.
@@ -164,6 +167,15 @@ def _per_rater_sample(ids: Sequence[str], rater: Rater, per_rater: int | None, s
     return chosen
 
 
+def shared_opening(a: Sequence[Turn], b: Sequence[Turn]) -> int:
+    """How many leading non-assistant turns two dialogues share (the same request, e.g. a zero-shot prompt or a
+    frozen user's opening): the page shows them once, above both responses."""
+    n = 0
+    while n < min(len(a), len(b)) - 1 and a[n]["role"] != "assistant" and a[n] == b[n]:
+        n += 1
+    return n
+
+
 def load_pairs(store: RaterStore, run_a: str | Path, run_b: str | Path, *, raters: str = "all",
                per_rater: int | None = None, name_a: str | None = None, name_b: str | None = None,
                seed: int = 0) -> LoadReport:
@@ -190,10 +202,12 @@ def load_pairs(store: RaterStore, run_a: str | Path, run_b: str | Path, *, rater
         offered[rater.name] = len(mine)
         for sid in mine:
             ia, ib = a.items[sid], b.items[sid]
+            opening = shared_opening(ia.answer, ib.answer)
             items.append(NewWorkItem(
                 rater=rater, kind="pair", task=ia.task, item_id=ia.item_id, sample_id=sid, model_a=a.model,
                 model_b=b.model, first=shown_first(seed, rater.name, ia.task, ia.item_id, [a.model, b.model]),
-                content={"context": list(ia.context), "a": list(ia.answer), "b": list(ib.answer)},
+                content={"context": [*ia.context, *ia.answer[:opening]], "a": list(ia.answer[opening:]),
+                         "b": list(ib.answer[opening:])},
                 source={"run_a": str(a.path), "run_b": str(b.path), "seed": seed}))
     added = store.add_work_items(items)
     return LoadReport(added, len(items) - added, offered, tuple(notes))

@@ -33,7 +33,6 @@ Program outcomes (`Outcome.kind`), counted per mode in Aggregate.extra['failure_
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 import threading
 from collections import Counter
@@ -141,12 +140,12 @@ def _program_answer(code: CodeExtraction, run: Callable[[ProgramJob], Any], job_
     if result.status == "ok":
         number = float_value(result.value)
         if number is None:
-            return Answer(NumberReading(None, UNPARSEABLE, detail="program value is not a number"),
+            return Answer(NumberReading(None, "program:" + code.rule, detail="program value is not a number"),
                           Outcome("wrong", "NotANumber", f"the program's value is {str(result.value)[:80]!r}"), code)
         return Answer(NumberReading(number, "program:" + code.rule, mantissa=number),
                       Outcome("ok"), code)
     kind = result.status if result.status in ("timeout", "memory") else "error"
-    return Answer(NumberReading(None, UNPARSEABLE, detail=f"program {result.status}"),
+    return Answer(NumberReading(None, "program:" + code.rule, detail=f"program {result.status}"),
                   Outcome(kind, result.error_class, result.message), code)
 
 
@@ -278,7 +277,3 @@ class ProgramRunner:
             sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             sandbox.close()
-
-
-def finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

@@ -238,6 +238,7 @@ class BizBenchNumericTask(Task):
         reply = "" if prediction is None else str(prediction)
         answers = self.answers(sample, reply)
         headline = answers[self.settings.extract]
+        parsed = headline.reading.rule != "unparseable"  # a program that was read but failed is not unparseable
         extracted: dict[str, Any] = {}
         for mode, answer in answers.items():
             extracted[mode] = answer.reading.value
@@ -246,8 +247,7 @@ class BizBenchNumericTask(Task):
         if gold is None:
             for mode, answer in answers.items():
                 extracted[f"{mode}_outcome"] = answer.outcome.label
-            return Score(None, {}, extracted, headline.reading.rule, headline.reading.parsed,
-                         "no numeric gold answer")
+            return Score(None, {}, extracted, headline.reading.rule, parsed, "no numeric gold answer")
         values = match_values(answers, gold, sample.metadata.get("gold_scale", ""))
         notes = []
         for mode, answer in answers.items():
@@ -255,7 +255,7 @@ class BizBenchNumericTask(Task):
             extracted[f"{mode}_outcome"] = outcome.label
             if outcome.message and outcome.kind not in ("number", "ok"):
                 notes.append(f"{mode}: {outcome.label}: {outcome.message}")
-        return Score(values[self.settings.extract], values, extracted, headline.reading.rule, headline.reading.parsed,
+        return Score(values[self.settings.extract], values, extracted, headline.reading.rule, parsed,
                      "; ".join(notes) or None)
 
     def gold_prediction(self, sample: Sample) -> str:

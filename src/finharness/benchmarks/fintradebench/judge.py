@@ -1,0 +1,252 @@
+"""The rubric judge: prompt, reading its JSON verdict, retries.
+
+Prompt: SYSTEM_PROMPT and BATCH_JUDGE_PROMPT of evaluate_rag_pipeline.py (the release's RAG vs
+No-RAG judge), verbatim, with one candidate per call (`num_models` = 1; the release batches up to
+five models' answers to one question into a call -- a run of this harness holds one model, and one
+candidate per call keeps each verdict independent of the others). The candidate's answer is cut at
+4,000 characters with '...[TRUNCATED]', as the release does. The rubric asks for correctness 1-5,
+reasoning 1-5, trading-signal integration 1-5, fundamental integration 1-5 and the golden
+indicators found.
+
+Reading a reply (`parse_verdict`): the text from the first '{' to the last '}' (the release's rule)
+is read as JSON; the verdict is `evaluations[0]` (or the object itself when it has no
+'evaluations'). `correctness_score` must be an integer 1-5, else the reply is unparseable; the other
+scores are kept when they are integers 1-5 and listed in `missing` otherwise. An unparseable reply is
+retried as a new cached call (sample_index 1, then 2): at most `JUDGE_ATTEMPTS` calls; a sample whose
+every reply is unparseable is not scored and is counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ...core.types import GenerateParams, Message
+
+JUDGE_ATTEMPTS = 3
+"""Calls per sample at most: the first and two retries (sample_index 0, 1, 2)."""
+
+ANSWER_CHARS = 4000
+"""The release cuts each candidate answer to 4,000 characters in the judge prompt."""
+
+JUDGE_SYSTEM_PROMPT = """You are an expert Financial Analyst and AI Evaluator. 
+Your task is to benchmark multiple AI models against a Gold Standard.
+You will assess their reasoning quality, factual accuracy, and specifically their usage of key financial indicators."""
+"""SYSTEM_PROMPT of evaluate_rag_pipeline.py (its trailing space after 'Evaluator.' kept)."""
+
+JUDGE_PROMPT = """
+You are evaluating {num_models} different AI models answering the SAME question.
+Compare each Candidate Answer against the **Gold Answer**, **Source Context**, and **Golden Indicators**.
+
+--- SHARED DATA (Applies to all models) ---
+[Question]: {question}
+
+[Golden Indicators (Reference Metrics)]: 
+{golden_indicators}
+
+[Gold Answer (Ground Truth)]:
+{gold_answer}
+
+[Context - Trading Signals]:
+{trading_context}
+
+[Context - Fundamentals]:
+{fun_context}
+
+--- CANDIDATE ANSWERS TO EVALUATE ---
+{candidates_text}
+
+--- EVALUATION RUBRIC (1-5 SCALE) ---
+
+1. Factual and Numerical Accuracy (Maps to `correctness_score`)
+- Score 5: All numerical claims are supported by the Source Context and Gold Answer.
+- Score 3: Minor calculation errors or hallucinations that do not change the overall thesis.
+- Score 1: Severe hallucinations or math errors that invalidate the conclusion.
+
+2. Clarity and Rationale (Maps to `reasoning_score`)
+- REWARD responses that are highly structured. Step-by-step breakdowns are highly desirable if they make logic easy to follow.
+- Score 5: Crisp, highly readable, actionable, and gets straight to the point without filler.
+- Score 3: Understandable, but overly wordy, verbose, or relies on clunky formatting.
+- Score 1: Confusing, disjointed, or buried in impenetrable financial jargon.
+
+3. Integration Bias (Maps to `trading_signals_score` and `fundamental_score`)
+- `trading_signals_score` (1-5): 1 = Ignored trading signals context entirely, 5 = Perfectly integrated trading signals.
+- `fundamental_score` (1-5): 1 = Ignored SEC fundamental context entirely, 5 = Perfectly integrated fundamentals.
+- **[CRITICAL HUMAN ALIGNMENT RULE]**: Do NOT penalize these scores heavily just because an answer omits *some* Reference Metrics. If the response successfully answers the prompt using a smaller, highly relevant subset of metrics, it MUST score a 4 or 5.
+
+--- OUTPUT FORMAT ---
+Return a JSON object containing a list under the key "evaluations".
+IMPORTANT JSON RULES:
+- Ensure the output is valid JSON.
+- Do NOT use unescaped double quotes inside string values.
+- Do NOT include trailing commas.
+
+Example:
+{{
+  "evaluations": [
+    {{
+      "model_name": "Model Name Here",
+      "mode": "RAG",
+      "indicator_analysis": {{
+         "found_indicators": ["Metric A", "Metric B"],
+         "total_golden_indicators": 3,
+         "indicators_found_count": 2
+      }},
+      "bias_analysis": {{
+         "trading_signals_score": 4,
+         "fundamental_score": 5
+      }},
+      "overall_quality": {{
+         "correctness_score": 4,
+         "reasoning_score": 5
+      }}
+    }}
+  ]
+}}
+"""
+"""BATCH_JUDGE_PROMPT of evaluate_rag_pipeline.py."""
+
+CANDIDATE_BLOCK = """
+--- CANDIDATE {index} ---
+Model Name: {model}
+Mode: {mode}
+Answer: 
+{answer}
+"""
+"""How the release writes each candidate into the judge prompt."""
+
+MODE_LABELS: Mapping[str, str] = {"rag": "RAG", "norag": "Non_RAG", "ideal": "Ideal_RAG"}
+"""The mode label shown to the judge ('RAG' / 'Non_RAG' as the release's loaders set them)."""
+
+SCORE_FIELDS: tuple[str, ...] = ("correctness", "reasoning", "trading_signals", "fundamentals")
+
+
+def judge_messages(*, question: str, golden: Sequence[str], gold_answer: str, answer: str, model: str, mode: str,
+                   trading_context: str = "", fundamental_context: str = "") -> tuple[Message, ...]:
+    """System and user turn of one judgment (golden indicators written '|'-joined as in the seed file)."""
+    if len(answer) > ANSWER_CHARS:
+        answer = answer[:ANSWER_CHARS] + "...[TRUNCATED]"
+    candidate = CANDIDATE_BLOCK.format(index=1, model=model, mode=MODE_LABELS.get(mode, mode), answer=answer)
+    user = JUDGE_PROMPT.format(num_models=1, question=question, golden_indicators="|".join(golden),
+                               gold_answer=gold_answer, trading_context=trading_context,
+                               fun_context=fundamental_context, candidates_text=candidate)
+    return (Message("system", JUDGE_SYSTEM_PROMPT), Message("user", user))
+
+
+JUDGE_PARAMS = GenerateParams(max_tokens=1024, temperature=0.0)
+"""Greedy, as the release (temperature 0); the release allows 8,192 tokens, a verdict needs far fewer."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judge reply, read."""
+
+    parsed: bool
+    """False: no usable verdict (no JSON, invalid JSON, or no correctness score 1-5)."""
+    scores: Mapping[str, int] = field(default_factory=dict)
+    """correctness, reasoning, trading_signals, fundamentals (those present and valid)."""
+    found_indicators: tuple[str, ...] = ()
+    found_count: int = 0
+    """indicators_found_count as the judge wrote it (0 when absent, as the release defaults)."""
+    total_golden: int = 1
+    """total_golden_indicators as the judge wrote it (1 when absent or 0, as the release)."""
+    missing: tuple[str, ...] = ()
+    """Fields absent or invalid (counted in the aggregate)."""
+    error: str | None = None
+    """Why the reply was unparseable."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"parsed": self.parsed, "scores": dict(self.scores), "found_indicators": list(self.found_indicators),
+                "found_count": self.found_count, "total_golden": self.total_golden, "missing": list(self.missing),
+                "error": self.error}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Verdict":
+        return cls(bool(data.get("parsed")), dict(data.get("scores") or {}), tuple(data.get("found_indicators") or ()),
+                   int(data.get("found_count") or 0), int(data.get("total_golden") or 1),
+                   tuple(data.get("missing") or ()), data.get("error"))
+
+
+def _score(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and float(value).is_integer() and 1 <= value <= 5:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit() and 1 <= int(value) <= 5:
+        return int(value)
+    return None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and float(value).is_integer() and value >= 0:
+        return int(value)
+    return None
+
+
+def parse_verdict(reply: str) -> Verdict:
+    """Read one reply (rules in the module docstring)."""
+    text = reply or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end <= start:
+        return Verdict(False, error="no JSON object in the reply")
+    try:
+        data = json.loads(text[start:end + 1])
+    except json.JSONDecodeError as err:
+        return Verdict(False, error=f"invalid JSON: {err.msg} at character {err.pos}")
+    if isinstance(data, dict) and isinstance(data.get("evaluations"), list):
+        data = data["evaluations"][0] if data["evaluations"] else {}
+    if not isinstance(data, dict):
+        return Verdict(False, error="the JSON is not an object")
+    quality = data.get("overall_quality") if isinstance(data.get("overall_quality"), dict) else {}
+    bias = data.get("bias_analysis") if isinstance(data.get("bias_analysis"), dict) else {}
+    indicators = data.get("indicator_analysis") if isinstance(data.get("indicator_analysis"), dict) else {}
+    raw = {"correctness": quality.get("correctness_score"), "reasoning": quality.get("reasoning_score"),
+           "trading_signals": bias.get("trading_signals_score"), "fundamentals": bias.get("fundamental_score")}
+    scores = {k: s for k, v in raw.items() if (s := _score(v)) is not None}
+    missing = [k for k in SCORE_FIELDS if k not in scores]
+    found = indicators.get("found_indicators")
+    found_list = tuple(str(x) for x in found) if isinstance(found, list) else ()
+    if not isinstance(found, list):
+        missing.append("found_indicators")
+    count = _count(indicators.get("indicators_found_count"))
+    total = _count(indicators.get("total_golden_indicators"))
+    if count is None:
+        missing.append("indicators_found_count")
+    if total is None:
+        missing.append("total_golden_indicators")
+    if "correctness" not in scores:
+        return Verdict(False, scores, found_list, count or 0, total or 1, tuple(missing),
+                       error="no correctness_score 1-5")
+    return Verdict(True, scores, found_list, count or 0, total or 1, tuple(missing))
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """The outcome of judging one answer, with every attempt."""
+
+    verdict: Verdict
+    """The first parseable verdict, else the last unparseable one."""
+    attempts: int
+    """Judge calls made (1 = no retry)."""
+    replies: tuple[str, ...]
+    """Every reply, in order."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.to_json(), "attempts": self.attempts}
+
+
+async def judge_answer(judge: Any, messages: Sequence[Message], params: GenerateParams = JUDGE_PARAMS,
+                       attempts: int = JUDGE_ATTEMPTS) -> Judgment:
+    """Ask the judge; an unparseable reply is retried as a new cached call (sample_index 1, 2, ...)."""
+    replies: list[str] = []
+    verdict = Verdict(False, error="not judged")
+    for index in range(attempts):
+        response = await judge.chat(messages, params, sample_index=index)
+        replies.append(response.text)
+        verdict = parse_verdict(response.text)
+        if verdict.parsed:
+            break
+    return Judgment(verdict, len(replies), tuple(replies))
