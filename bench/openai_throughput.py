@@ -73,7 +73,7 @@ def start_server(engine: str, python: str, model: Path, port: int, threads: int,
                    "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
                    "--model_alias", "bench", *extra]
     log = tempfile.NamedTemporaryFile("w", prefix="llama-server-", suffix=".log", delete=False)
-    print("starting:", " ".join(command), f"(log: {log.name})", file=sys.stderr)
+    print(f"starting the {engine} server on port {port} with {model} (log: {log.name})", file=sys.stderr)
     # Logs go to a file: llama.cpp is chatty, and an unread pipe would fill up and stall the server.
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
 

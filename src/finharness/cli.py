@@ -282,8 +282,11 @@ def score(
             raw[sid] = {"prediction": obj["prediction"], "trace": []}
     except DataError as err:
         fail(str(err))
-    records = score_records(task_obj, samples, raw)
-    agg = task_obj.aggregate(samples, [r for r in records if r.score is not None])
+    try:
+        records = score_records(task_obj, samples, raw)
+        agg = task_obj.aggregate(samples, [r for r in records if r.score is not None])
+    finally:
+        task_obj.close()
     config = RunConfig(task=task, task_config=dict(task_obj.config()), models={"model": {"predictions": str(predictions)}})
     counters = RunCounters(samples_total=len(records), samples_done=len(records))
     results = build_results(task_obj, config, agg, records, counters, model=f"predictions:{predictions}",

@@ -28,15 +28,8 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 _MAX_ERROR_DETAIL = 300
 
 
-class RemoteError(BackendError):
-    """A BackendError with a short `kind` the run record counts by.
-
-    kinds: rate_limit, server_error, client_error, timeout, connection, bad_response, unsupported."""
-
-    def __init__(self, message: str, *, kind: str, retryable: bool, status: int | None = None,
-                 retry_after: float | None = None):
-        super().__init__(message, retryable=retryable, status=status, retry_after=retry_after)
-        self.kind = kind
+RemoteError = BackendError
+"""Remote failures are plain BackendErrors with a `kind` (kept as a name for readability)."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,14 @@ TASKS: dict[str, str] = {
     "demo": "finharness.benchmarks.demo.task:DemoTask",
     "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
     "ucfe": "finharness.benchmarks.ucfe.task:UCFETask",
+    "bizbench/codetatqa": "finharness.benchmarks.bizbench.task:CodeTatqaTask",
+    "bizbench/tatqa-e": "finharness.benchmarks.bizbench.task:TatqaETask",
+    "bizbench/secnum": "finharness.benchmarks.bizbench.task:SecNumTask",
+    "bizbench/fincode": "finharness.benchmarks.bizbench.task:FinCodeTask",
+    "bizbench/codefinqa": "finharness.benchmarks.bizbench.task:CodeFinQATask",
+    "bizbench/convfinqa-e": "finharness.benchmarks.bizbench.task:ConvFinQAETask",
+    "bizbench/finknow": "finharness.benchmarks.bizbench.finknow:FinKnowTask",
+    "bizbench/formulaeval": "finharness.benchmarks.bizbench.formulaeval.task:FormulaEvalTask",
 }
 
 

@@ -42,11 +42,14 @@ class BackendError(Exception):
     """A call failed. `retryable` says whether trying again may help."""
 
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, kind: str | None = None):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.kind = kind
+        """Short class the run record counts by: rate_limit, server_error, client_error, timeout,
+        connection, bad_response, unsupported (None: derived from the status)."""
 
 
 class CallFailed(Exception):

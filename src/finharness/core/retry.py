@@ -60,9 +60,8 @@ class RetryPolicy:
 
 def error_kind(error: BackendError) -> str:
     """A short name for what went wrong: the error's own `kind` if it has one, else from its status."""
-    kind = getattr(error, "kind", None)
-    if kind:
-        return kind
+    if error.kind:
+        return error.kind
     status = error.status
     if status == 429:
         return "rate_limit"

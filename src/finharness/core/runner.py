@@ -423,9 +423,12 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
             if progress:
                 progress(counters)
 
-    await asyncio.gather(*(solve_one(s) for s in samples if s.id not in done))
-    records = score_records(task, samples, results)
-    agg = task.aggregate(samples, [r for r in records if r.score is not None])
+    try:
+        await asyncio.gather(*(solve_one(s) for s in samples if s.id not in done))
+        records = score_records(task, samples, results)
+        agg = task.aggregate(samples, [r for r in records if r.score is not None])
+    finally:
+        task.close()
     wall = time.perf_counter() - started
     model_spec = backends["model"].spec if "model" in backends else ""
     results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,

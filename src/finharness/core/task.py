@@ -130,6 +130,9 @@ class Task(ABC):
     def score(self, sample: Sample, prediction: Any) -> Score:
         """Score a prediction; also used by `finharness score` on predictions made elsewhere."""
 
+    def close(self) -> None:
+        """Release what the task started (a sandbox pool...); the engine calls it when a run ends."""
+
     def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
         """Default: the mean of every per-sample value with its CI."""
         return Aggregate(metrics=mean_metrics([r.score for r in records if r.score is not None]))

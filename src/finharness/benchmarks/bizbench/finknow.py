@@ -86,7 +86,7 @@ class FinKnowOptions:
             raise ValueError(f"bizbench/finknow: unknown option(s) {unknown}; known: {sorted(known)}")
         values = {k: v for k, v in options.items() if v is not None}
         parsed = cls(**{**values, "max_tokens": int(values.get("max_tokens", 512))})
-        for name, allowed in (("method", METHODS), ("source", SOURCES), ("split", ("val", "dev", "test", "train")),
+        for name, allowed in (("method", METHODS), ("source", SOURCES), ("split", ("val", "dev")),
                               ("extract", ("official", "robust")), ("continuation", CONTINUATIONS)):
             if getattr(parsed, name) not in allowed:
                 raise ValueError(f"bizbench/finknow: {name}={getattr(parsed, name)!r} is not one of {list(allowed)}")

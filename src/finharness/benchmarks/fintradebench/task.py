@@ -1,0 +1,396 @@
+"""FinTradeBench (fintradebench-anonymous/PaperSubmission): questions that need company fundamentals
+and trading signals, answered without retrieval, with retrieval, or with precomputed contexts, graded
+by an LLM judge on the release's rubric.
+
+Data: DATA/fintradebench/FinTradeBench_Golden_Seed_150.csv (150 questions: F, T, FT x 50), SEC_Filings/,
+history_xlsx/, fundamentals/; nasdaq100_ohlcv/ for scaled questions (see questions.py for the
+category, ticker and as-of rules). Sample ids: the question_id ('F12', 'FT3', scaled 'F12-v2').
+
+Per sample (solve): the context of the mode, one answer per TELeR level, self-selection of the best
+answer by the model itself, then one rubric judgment by the judge (roles: model, judge).
+
+Options (`--mode`, `-o KEY=VALUE`):
+  mode          'norag' (default) | 'rag' | 'ideal'
+                norag: no evidence, levels L1-L4 of the release's RAG pipeline (they carry none);
+                rag:   point-in-time retrieval (finharness.retrieval.Retriever) for each resolved ticker at
+                       the question's as-of date, shown to L5 and L6 as the release's 'MARKET DATA' context;
+                ideal: precomputed signal and fundamental contexts for the question's window (ideal.py) in
+                       every level, the release's ideal-RAG prompt set.
+  levels        comma list of L1..L6 and 'bare' (the question alone). Default = the release's choice per
+                pipeline: rag L1-L6 (run_snowflake_rag_pipeline.py); ideal L1-L6 + bare
+                (generate_benchmark_responses.py also offers its 'No RAG' answer to self-selection);
+                norag L1-L4 (the release's evidence-free levels; L5/L6 need evidence and are refused).
+  select        true (default): the model picks its best candidate (prompts.py); false: exactly one level
+                must be given and its answer is judged.
+  per_category  N: only the first N questions of each category in natural id order (F1, F2, ... F10), e.g.
+                10 -> 30 questions; default all.
+  questions     a question CSV instead of the seed file (e.g. from `finharness fintradebench scale`).
+  max_tokens    answer budget per level (default 1024; the release allows 4,096-8,192).
+  judge_context 'ideal' (default, ours): the judge sees the ideal contexts of the question as its
+                'Source Context'; 'none': empty contexts, as the release's judge gets from the seed file
+                (which has no context columns).
+  fundamentals  'filings' (default, point-in-time) | 'official' -- the fundamentals of ideal contexts.
+  budget_tokens retrieval budget over all tickers of a question (default 2000), split evenly.
+  dense         'auto' (default) | 'on' | 'off' -- the retriever's dense track.
+
+Scores: value = correctness / 5 (headline 'accuracy'); values 'accuracy.<F|T|FT>' (the sample's category
+only), 'reasoning', 'trading_signals', 'fundamentals' (each / 5), 'f1.official', 'f1.proper',
+'precision.proper', 'recall.proper'. A judge reply without a usable verdict after three attempts leaves
+the sample unscored (value None, parsed False) and is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+from ...core.metrics import mean_metrics
+from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.types import GenerateParams, Message, Sample, Score
+from ...data.errors import DataError
+from .ideal import MarketData
+from .indicators import f1_official, f1_proper, named_indicators
+from .judge import JUDGE_ATTEMPTS, Verdict, judge_answer, judge_messages
+from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate, parse_selection,
+                      prompt_ids, render, selection_prompt)
+from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
+
+MODES: tuple[str, ...] = ("norag", "rag", "ideal")
+
+DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
+    "norag": ("L1", "L2", "L3", "L4"),
+    "rag": LEVELS,
+    "ideal": (*LEVELS, BARE),
+}
+"""The release's candidate sets per pipeline (norag: its evidence-free levels)."""
+
+SELECTION_MAX_TOKENS = 32
+"""Self-selection replies are one prompt id."""
+
+
+def _natural(question_id: str) -> tuple[str, int, str]:
+    match = re.match(r"^([A-Z]+)(\d+)(.*)$", question_id)
+    return (match.group(1), int(match.group(2)), match.group(3)) if match else (question_id, 0, "")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"fintradebench: select={value!r} is not true/false")
+
+
+@dataclass(frozen=True)
+class FinTradeOptions:
+    """Everything that changes FinTradeBench's requests or scores (the task's part of the run key)."""
+
+    mode: str = "norag"
+    """'norag', 'rag' or 'ideal'."""
+    levels: tuple[str, ...] = ()
+    """TELeR levels generated (empty = the mode's default)."""
+    select: bool = True
+    """Self-selection among the levels' answers."""
+    per_category: int | None = None
+    """First N questions per category (natural id order)."""
+    questions: str | None = None
+    """Question CSV instead of the seed file."""
+    max_tokens: int = 1024
+    """Answer budget per level."""
+    judge_context: str = "ideal"
+    """'ideal' or 'none'."""
+    fundamentals: str = "filings"
+    """'filings' or 'official' (ideal contexts)."""
+    budget_tokens: int = 2000
+    """Retrieval budget per question."""
+    dense: str = "auto"
+    """Retriever dense track: 'auto', 'on', 'off'."""
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"fintradebench: unknown option(s) {unknown}; known: {sorted(known)}")
+        values = {k: v for k, v in options.items() if v is not None}
+        mode = str(values.get("mode", "norag"))
+        if mode not in MODES:
+            raise ValueError(f"fintradebench: mode={mode!r} is not one of {list(MODES)}")
+        levels = values.get("levels", ())
+        if isinstance(levels, str):
+            levels = tuple(x.strip() for x in levels.split(",") if x.strip())
+        levels = tuple(levels) or DEFAULT_LEVELS[mode]
+        bad = [x for x in levels if x not in (*LEVELS, BARE)]
+        if bad:
+            raise ValueError(f"fintradebench: levels {bad} unknown; choose from {', '.join((*LEVELS, BARE))}")
+        if mode == "norag" and EVIDENCE_LEVELS & set(levels):
+            raise ValueError("fintradebench: levels L5 and L6 cite retrieved evidence; mode norag takes L1-L4 "
+                             "and 'bare' (use --mode rag or ideal for L5/L6)")
+        select = _bool(values.get("select", True))
+        if not select and len(levels) != 1:
+            raise ValueError("fintradebench: select=false judges one answer; give exactly one level "
+                             "(e.g. -o levels=L3 -o select=false)")
+        per_category = values.get("per_category")
+        parsed = cls(mode=mode, levels=levels, select=select,
+                     per_category=None if per_category is None else int(per_category),
+                     questions=None if values.get("questions") is None else str(values["questions"]),
+                     max_tokens=int(values.get("max_tokens", 1024)),
+                     judge_context=str(values.get("judge_context", "ideal")),
+                     fundamentals=str(values.get("fundamentals", "filings")),
+                     budget_tokens=int(values.get("budget_tokens", 2000)), dense=str(values.get("dense", "auto")))
+        checks = [("judge_context", parsed.judge_context, ("ideal", "none")),
+                  ("fundamentals", parsed.fundamentals, ("filings", "official")),
+                  ("dense", parsed.dense, ("auto", "on", "off"))]
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ValueError(f"fintradebench: {name}={value!r} is not one of {list(allowed)}")
+        if parsed.per_category is not None and parsed.per_category < 1:
+            raise ValueError("fintradebench: per_category must be at least 1")
+        if parsed.max_tokens < 1 or parsed.budget_tokens < 1:
+            raise ValueError("fintradebench: max_tokens and budget_tokens must be at least 1")
+        return parsed
+
+
+class FinTradeBenchTask(Task):
+    """FinTradeBench: fundamentals (F), trading-signal (T) and hybrid (FT) questions, judged on a rubric."""
+
+    name: ClassVar[str] = "fintradebench"
+    headline: ClassVar[str | None] = "accuracy"
+    description: ClassVar[str] = ("FinTradeBench: 150 seed questions on fundamentals and trading signals, No-RAG / "
+                                  "RAG / ideal contexts, TELeR prompts with self-selection, rubric LLM judge")
+    roles: ClassVar[tuple[str, ...]] = ("model", "judge")
+
+    def __init__(self, **options: Any) -> None:
+        self.settings = FinTradeOptions.parse(options)
+        super().__init__(**asdict(self.settings))
+        self.data_dir: Path | None = None
+        self._market: MarketData | None = None
+        self._retriever: Any = None
+        self._summary: Any = None
+
+    # --- loading --------------------------------------------------------------------------------
+
+    @staticmethod
+    def resolve_root(data_dir: Path | None) -> Path:
+        if data_dir is not None:
+            return Path(data_dir)
+        env = os.environ.get("FINHARNESS_DATA_DIR")
+        if env:
+            return Path(env)
+        raise DataError("no data directory given", hint=f"pass --data-dir ROOT holding {SEED_FILE}")
+
+    def load(self, data_dir: Path | None) -> list[Sample]:
+        root = self.resolve_root(data_dir)
+        self.data_dir = root
+        self._market = MarketData(root, self.settings.fundamentals)  # type: ignore[arg-type]
+        path = Path(self.settings.questions) if self.settings.questions else root / SEED_FILE
+        questions = read_questions(path, self._market.tickers_with_prices())
+        questions.sort(key=lambda q: (CATEGORIES.index(q.category), _natural(q.id)))
+        if self.settings.per_category is not None:
+            taken: Counter[str] = Counter()
+            kept = []
+            for q in questions:
+                if taken[q.category] < self.settings.per_category:
+                    kept.append(q)
+                    taken[q.category] += 1
+            questions = kept
+        self._summary = summarise(questions)
+        return [self._sample(q, path) for q in questions]
+
+    @staticmethod
+    def _sample(q: Question, path: Path) -> Sample:
+        inputs = {"question": q.text, "golden": list(q.golden), "gold_answer": q.gold_answer,
+                  "tickers": list(q.tickers.tickers), "group": q.tickers.group, "as_of": q.date.as_of.isoformat(),
+                  "window_start": q.date.window_start.isoformat()}
+        metadata = {"category": q.category, "question_type": q.category, "scope": q.tickers.scope,
+                    "tickers": list(q.tickers.tickers), "unmapped": list(q.tickers.unmapped),
+                    "as_of": q.date.as_of.isoformat(), "date_rule": q.date.rule, "date_label": q.date.label,
+                    "source": f"{path}:{q.line}", "source_id": q.source_id}
+        return Sample(id=q.id, input=inputs, target=list(q.golden), metadata=metadata)
+
+    # --- contexts -----------------------------------------------------------------------------------
+
+    def _market_data(self) -> MarketData:
+        if self._market is None:
+            self._market = MarketData(self.resolve_root(self.data_dir), self.settings.fundamentals)  # type: ignore[arg-type]
+        return self._market
+
+    def _context_tickers(self, sample: Sample) -> tuple[tuple[str, ...], bool]:
+        inputs = sample.input
+        group = GROUPS.get(inputs["group"]) if inputs.get("group") else None
+        return self._market_data().context_tickers(inputs["tickers"], group, dt.date.fromisoformat(inputs["as_of"]))
+
+    def retriever(self) -> Any:
+        """The point-in-time Retriever over the data root (built once)."""
+        if self._retriever is None:
+            from ...retrieval import RetrievalConfig, Retriever
+
+            self._retriever = Retriever(self.resolve_root(self.data_dir),
+                                        RetrievalConfig(budget_tokens=self.settings.budget_tokens,
+                                                        dense=self.settings.dense))  # type: ignore[arg-type]
+        return self._retriever
+
+    async def rag_context(self, sample: Sample) -> tuple[str, dict[str, Any]]:
+        """Evidence for L5/L6: each resolved ticker's retrieval at the as-of date, joined as the release does."""
+        as_of = dt.date.fromisoformat(sample.input["as_of"])
+        tickers, fallback = self._context_tickers(sample)
+        market = self._market_data()
+        usable = [t for t in tickers if market.has_filings(t) and market.price_file(t) is not None
+                  and market.price_file(t).name.endswith("-history.xlsx")]  # type: ignore[union-attr]
+        retriever = self.retriever()
+        texts, items = [], []
+        for ticker in usable:
+            result = await retriever.aretrieve(sample.input["question"], ticker, as_of)
+            for item in result.items:
+                if item.date > as_of.isoformat():  # the retriever checks too; never hand the future to a model
+                    raise RuntimeError(f"point-in-time violation: {item.source} dated {item.date} > {as_of}")
+                texts.append(item.text)
+                items.append({"ticker": ticker, "track": item.track, "source": item.source, "date": item.date,
+                              "tokens": item.tokens, "truncated": item.truncated})
+        info = {"tickers": list(tickers), "retrieved_for": usable, "fallback": fallback,
+                "no_data": [t for t in tickers if t not in usable], "items": items, "as_of": as_of.isoformat()}
+        return "\n".join(texts), info
+
+    def ideal_context(self, sample: Sample) -> tuple[str, str, dict[str, Any]]:
+        tickers, fallback = self._context_tickers(sample)
+        context = self._market_data().context(tickers, dt.date.fromisoformat(sample.input["window_start"]),
+                                              dt.date.fromisoformat(sample.input["as_of"]))
+        info = {"tickers": list(context.tickers), "fallback": fallback, "no_data": list(context.missing),
+                "last_date": context.last_date, "as_of": sample.input["as_of"]}
+        return context.trading, context.fundamental, info
+
+    # --- solving ------------------------------------------------------------------------------------
+
+    @property
+    def generate_params(self) -> GenerateParams:
+        """Greedy, as the release (temperature 0)."""
+        return GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0)
+
+    async def solve(self, sample: Sample, models: Models) -> dict[str, Any]:
+        mode, question = self.settings.mode, sample.input["question"]
+        context, trading, fundamental = "", "", ""
+        info: dict[str, Any] = {}
+        if mode == "rag":
+            context, info = await self.rag_context(sample)
+        ideal = None
+        if mode == "ideal" or self.settings.judge_context == "ideal":
+            ideal = await asyncio.to_thread(self.ideal_context, sample)
+        if mode == "ideal" and ideal is not None:
+            trading, fundamental, info = ideal
+        ids = prompt_ids(mode)
+        model = models.model
+
+        async def answer(level: str) -> Candidate:
+            prompt = render(mode, level, question, context=context, trading_context=trading,
+                            fundamental_context=fundamental)
+            response = await model.chat((Message("user", prompt),), self.generate_params)
+            return Candidate(level, ids[level], response.text)
+
+        candidates = list(await asyncio.gather(*(answer(level) for level in self.settings.levels)))
+        chosen, selection = candidates[0], {"rule": "single-level", "reply": None}
+        if self.settings.select and len(candidates) > 1:
+            temperature = IDEAL_SELECTION_TEMPERATURE if mode == "ideal" else 0.0
+            reply = await model.chat((Message("user", selection_prompt(mode, question, candidates)),),
+                                     GenerateParams(max_tokens=SELECTION_MAX_TOKENS, temperature=temperature))
+            chosen, rule = parse_selection(mode, reply.text, candidates)
+            selection = {"rule": rule, "reply": reply.text}
+        judge_trading, judge_fundamental = ("", "") if ideal is None else ideal[:2]
+        messages = judge_messages(question=question, golden=sample.input["golden"],
+                                  gold_answer=sample.input["gold_answer"], answer=chosen.response,
+                                  model=model.spec, mode=mode, trading_context=judge_trading,
+                                  fundamental_context=judge_fundamental)
+        judgment = await judge_answer(models["judge"], messages)
+        return {"answer": chosen.response, "level": chosen.level, "prompt_id": chosen.prompt_id,
+                "selection": selection,
+                "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response} for c in candidates],
+                "judge": judgment.to_json(), "context": info}
+
+    # --- scoring ------------------------------------------------------------------------------------
+
+    def score(self, sample: Sample, prediction: Any) -> Score:
+        golden = sample.input["golden"]
+        if isinstance(prediction, str):
+            prediction = {"answer": prediction}
+        if not isinstance(prediction, Mapping):
+            return Score(None, {}, None, "unparseable", False, "prediction is not a FinTradeBench answer")
+        answer = str(prediction.get("answer") or "")
+        named = named_indicators(answer)
+        proper = f1_proper(named, golden)
+        values: dict[str, float] = {"f1.proper": proper.f1, "precision.proper": proper.precision,
+                                    "recall.proper": proper.recall}
+        judge = prediction.get("judge") or {}
+        if not judge.get("verdict"):
+            return Score(None, values, {"named_indicators": list(named)}, "not-judged", False,
+                         "no judge verdict in the prediction (FinTradeBench is scored by the judge during the run)")
+        verdict = Verdict.from_json(judge["verdict"])
+        extracted = {"named_indicators": list(named), "level": prediction.get("level"),
+                     "judge_attempts": judge.get("attempts", 1), **verdict.to_json()}
+        if not verdict.parsed:
+            return Score(None, values, extracted, "unparseable", False, f"judge: {verdict.error}")
+        official = f1_official(verdict.found_count, verdict.total_golden)
+        correctness = verdict.scores["correctness"] / 5
+        values[f"accuracy.{sample.metadata['category']}"] = correctness
+        values["f1.official"] = official.f1
+        for key, name in (("reasoning", "reasoning"), ("trading_signals", "trading_signals"),
+                          ("fundamentals", "fundamentals")):
+            if key in verdict.scores:
+                values[name] = verdict.scores[key] / 5
+        return Score(correctness, values, extracted, f"judge-json:attempt-{judge.get('attempts', 1)}", True)
+
+    # --- aggregation ------------------------------------------------------------------------------
+
+    def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
+        scored = [r for r in records if r.score is not None]
+        metrics = mean_metrics([r.score for r in scored], headline="accuracy")
+        groups = {
+            "category": {c: mean_metrics([r.score for r in scored if r.metadata.get("category") == c], "accuracy")
+                         for c in CATEGORIES if any(r.metadata.get("category") == c for r in scored)},
+            "level": {lvl: mean_metrics([r.score for r in scored if (r.prediction or {}).get("level") == lvl], "accuracy")
+                      for lvl in sorted({(r.prediction or {}).get("level") for r in scored} - {None})},
+        }
+        unparseable = [r.id for r in scored if not r.score.parsed]
+        attempts = Counter(int((r.score.extracted or {}).get("judge_attempts", 1)) for r in scored
+                           if isinstance(r.score.extracted, Mapping))
+        missing = Counter(m for r in scored if isinstance(r.score.extracted, Mapping)
+                          for m in (r.score.extracted.get("missing") or ()))
+        selection = Counter(((r.prediction or {}).get("selection") or {}).get("rule") for r in scored)
+        no_data = sum(1 for r in scored if ((r.prediction or {}).get("context") or {}).get("no_data"))
+        fallback = sum(1 for r in scored if ((r.prediction or {}).get("context") or {}).get("fallback"))
+        notes = [f"mode {self.settings.mode}; levels {','.join(self.settings.levels)}; self-selection "
+                 f"{'on' if self.settings.select else 'off'}; accuracy = judge correctness / 5 "
+                 "(x100 for the paper's %)",
+                 "f1.official: the release's rule (precision 1 whenever the judge found any indicator); "
+                 "f1.proper: indicators the answer names against the golden set"]
+        if unparseable:
+            notes.append(f"{len(unparseable)} sample(s) unscored: the judge gave no usable verdict in "
+                         f"{JUDGE_ATTEMPTS} attempts ({', '.join(unparseable[:10])})")
+        retried = sum(n for a, n in attempts.items() if a > 1)
+        if retried:
+            notes.append(f"{retried} judgment(s) needed a retry (a new call with sample_index 1 or 2)")
+        if missing:
+            notes.append("judge verdicts missing fields: " + ", ".join(f"{k} {v}" for k, v in missing.most_common()))
+        if selection.get("fallback-first"):
+            notes.append(f"{selection['fallback-first']} self-selection reply(ies) named no prompt id; the first "
+                         "candidate was taken (the release's rule)")
+        if no_data:
+            notes.append(f"{no_data} sample(s) name a ticker without data in the corpus (context says so)")
+        if fallback:
+            notes.append(f"{fallback} sample(s) name no company; the release's fallback leaders (or the named "
+                         "group) with data were used")
+        if self._summary is not None and self._summary.unresolved:
+            notes.append(f"{len(self._summary.unresolved)} question(s) with no resolvable company or universe: "
+                         + ", ".join(self._summary.unresolved))
+        extra = {"options": asdict(self.settings), "selection_rules": dict(selection),
+                 "judge_attempts": {str(k): v for k, v in sorted(attempts.items())},
+                 "judge_missing_fields": dict(missing), "unparseable": unparseable,
+                 "resolution": None if self._summary is None else asdict(self._summary)}
+        return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
