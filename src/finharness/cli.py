@@ -416,6 +416,9 @@ def _register_extensions() -> None:
     from .benchmarks.ucfe.cli import register as register_ucfe
 
     register_ucfe(app)
+    from .benchmarks.fintradebench.cli import register as register_fintradebench
+
+    register_fintradebench(app)
     from .markets.cli import register as register_markets
     from .rating.cli import register as register_rating
 

@@ -10,6 +10,7 @@ TASKS: dict[str, str] = {
     "demo": "finharness.benchmarks.demo.task:DemoTask",
     "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
     "ucfe": "finharness.benchmarks.ucfe.task:UCFETask",
+    "fintradebench": "finharness.benchmarks.fintradebench.task:FinTradeBenchTask",
     "bizbench/codetatqa": "finharness.benchmarks.bizbench.task:CodeTatqaTask",
     "bizbench/tatqa-e": "finharness.benchmarks.bizbench.task:TatqaETask",
     "bizbench/secnum": "finharness.benchmarks.bizbench.task:SecNumTask",

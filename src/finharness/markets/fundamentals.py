@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Literal, Mapping, Sequence
@@ -324,7 +324,8 @@ def quarter_inputs(knowledge: Knowledge, end: dt.date, basis: Basis = "quarterly
         return None if now is None else (now if ago is None else (now + ago) / 2)
 
     return QuarterInputs(end, flow("revenue", end), flow("net_income", end), flow("operating_cash_flow", end),
-                         flow("dividends_paid", end), assets, equity, knowledge.debt(end, debt_includes_leases), mean(assets, assets_ago),
+                         flow("dividends_paid", end), assets, equity, knowledge.debt(end, debt_includes_leases),
+                         mean(assets, assets_ago),
                          mean(equity, equity_ago), averaged)
 
 
@@ -570,7 +571,7 @@ def compare_with_official(data_dir: str | Path, ticker: str, *, alignment: Liter
         frame = pd.DataFrame(rows).set_index("Date") if rows else pd.DataFrame(columns=list(RATIOS))
         official_aligned = pd.DataFrame(official_rows).set_index("Date") if official_rows else official.iloc[:0]
     table = [_agreement(source.ticker, r, frame[r].astype(float), official_aligned[r].astype(float)) for r in RATIOS]
-    side = frame[list(RATIOS)].join(official_aligned[list(RATIOS)], rsuffix=" (official)", how="inner")
+    side = frame[list(RATIOS)].join(official_aligned[list(RATIOS)].add_suffix(" (official)"), how="inner")
     return table, side
 
 

@@ -81,7 +81,8 @@ class MarketData:
         self._official: dict[str, pd.DataFrame | None] = {}
 
     def price_file(self, ticker: str) -> Path | None:
-        for path in (self.data_dir / HISTORY_FOLDER / f"{ticker}-history.xlsx", self.data_dir / NASDAQ_FOLDER / f"{ticker}.csv"):
+        for path in (self.data_dir / HISTORY_FOLDER / f"{ticker}-history.xlsx",
+                     self.data_dir / NASDAQ_FOLDER / f"{ticker}.csv"):
             if path.is_file():
                 return path
         return None
@@ -123,7 +124,8 @@ class MarketData:
             return None if official is None else official.reindex(pd.DatetimeIndex(dates))
         with self._lock:
             if ticker not in self._fundamentals:
-                self._fundamentals[ticker] = TickerFundamentals(self.data_dir, ticker) if self.has_filings(ticker) else None
+                self._fundamentals[ticker] = (TickerFundamentals(self.data_dir, ticker) if self.has_filings(ticker)
+                                              else None)
             source = self._fundamentals[ticker]
         if source is None:
             return None
@@ -178,7 +180,8 @@ class MarketData:
         return IdealContext("\n".join(p[0] for p in parts).strip(), "\n".join(p[1] for p in parts).strip(),
                             tuple(tickers), missing, max(dates) if dates else None)
 
-    def context_tickers(self, tickers: Sequence[str], group: Sequence[str] | None, as_of: dt.date) -> tuple[tuple[str, ...], bool]:
+    def context_tickers(self, tickers: Sequence[str], group: Sequence[str] | None,
+                        as_of: dt.date) -> tuple[tuple[str, ...], bool]:
         """(tickers to show, fallback used): named tickers as they are; else the group's or the release's
         fallback leaders that have prices at as_of."""
         if tickers:

@@ -75,7 +75,8 @@ def split_indicators(field: str) -> tuple[str, ...]:
 SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "Cash Flow/Assets": (r"cash[\s-]*flow\s*(?:/|to|-to-|over)\s*(?:total\s+)?assets", r"cfo\s*/\s*assets",
                          r"operating\s+cash\s+flow\s*(?:/|to|relative to)\s*(?:total\s+)?assets"),
-    "Book/Price": (r"book\s*(?:/|to|-to-)\s*price", r"price\s*(?:/|to|-to-)\s*book", r"\bp\s*/\s*b\b", r"\bb\s*/\s*p\b"),
+    "Book/Price": (r"book\s*(?:/|to|-to-)\s*price", r"price\s*(?:/|to|-to-)\s*book", r"\bp\s*/\s*b\b",
+                   r"\bb\s*/\s*p\b"),
     "Earnings/Price": (r"earnings\s*(?:/|to|-to-)\s*price", r"price\s*(?:/|to|-to-)\s*earnings", r"\bp\s*/\s*e\b",
                        r"\be\s*/\s*p\b", r"earnings\s+yield", r"\bpe\s+ratio"),
     "Sales/Assets": (r"sales\s*(?:/|to|-to-)\s*(?:total\s+)?assets", r"asset\s+turnover",

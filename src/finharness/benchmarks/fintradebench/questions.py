@@ -308,7 +308,8 @@ def read_questions(path: Path | str, known_tickers: Iterable[str] = ()) -> list[
             try:
                 as_of = dt.date.fromisoformat(row["as_of"].strip())
             except ValueError:
-                raise DataError(f"as_of {row['as_of']!r} is not an ISO date (YYYY-MM-DD)", path=path, line=line) from None
+                raise DataError(f"as_of {row['as_of']!r} is not an ISO date (YYYY-MM-DD)", path=path,
+                                line=line) from None
             date = DateResolution(as_of, date.window_start if date.window_start <= as_of
                                   else as_of - dt.timedelta(days=LOOKBACK_DAYS), "stated", row["as_of"].strip())
         questions.append(Question(qid, category, text, golden, (row.get("response") or "").strip(), tickers, date,

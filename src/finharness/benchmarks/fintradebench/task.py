@@ -221,7 +221,8 @@ class FinTradeBenchTask(Task):
 
     def _market_data(self) -> MarketData:
         if self._market is None:
-            self._market = MarketData(self.resolve_root(self.data_dir), self.settings.fundamentals)  # type: ignore[arg-type]
+            self._market = MarketData(self.resolve_root(self.data_dir),
+                                      self.settings.fundamentals)  # type: ignore[arg-type]
         return self._market
 
     def _context_tickers(self, sample: Sample) -> tuple[tuple[str, ...], bool]:
@@ -311,7 +312,8 @@ class FinTradeBenchTask(Task):
         judgment = await judge_answer(models["judge"], messages)
         return {"answer": chosen.response, "level": chosen.level, "prompt_id": chosen.prompt_id,
                 "selection": selection,
-                "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response} for c in candidates],
+                "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response}
+                               for c in candidates],
                 "judge": judgment.to_json(), "context": info}
 
     # --- scoring ------------------------------------------------------------------------------------
@@ -354,7 +356,8 @@ class FinTradeBenchTask(Task):
         groups = {
             "category": {c: mean_metrics([r.score for r in scored if r.metadata.get("category") == c], "accuracy")
                          for c in CATEGORIES if any(r.metadata.get("category") == c for r in scored)},
-            "level": {lvl: mean_metrics([r.score for r in scored if (r.prediction or {}).get("level") == lvl], "accuracy")
+            "level": {lvl: mean_metrics([r.score for r in scored if (r.prediction or {}).get("level") == lvl],
+                                        "accuracy")
                       for lvl in sorted({(r.prediction or {}).get("level") for r in scored} - {None})},
         }
         unparseable = [r.id for r in scored if not r.score.parsed]

@@ -1,0 +1,282 @@
+"""FinTradeBench task: solve() in each mode with fake models, point-in-time retrieval, scoring, statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from finharness.benchmarks.fintradebench.analysis import compare_modes, judge_agreement
+from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
+from finharness.core.task import Models, SampleRecord
+from finharness.core.types import GenerateResponse
+
+ANSWER = "Apple's ROE is high and the RSI of 70 signals strength; the P/E is elevated."
+
+
+def verdict(correctness=4):
+    return json.dumps({"evaluations": [{
+        "indicator_analysis": {"found_indicators": ["ROE"], "total_golden_indicators": 4, "indicators_found_count": 1},
+        "bias_analysis": {"trading_signals_score": 3, "fundamental_score": 4},
+        "overall_quality": {"correctness_score": correctness, "reasoning_score": 5}}]})
+
+
+class FakeHandle:
+    """A ModelHandle stand-in: answers, picks a prompt id when asked to select, records prompts."""
+
+    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus"):
+        self.role, self.spec, self.capabilities = role, f"fake-{role}", None
+        self.replies, self.choice = list(replies or []), choice
+        self.prompts: list[str] = []
+        self.calls: list[tuple[str, int]] = []
+
+    async def chat(self, messages, params=None, sample_index=0):
+        text = messages[-1].content
+        self.prompts.append(text)
+        self.calls.append((text[:40], sample_index))
+        if self.replies:
+            return GenerateResponse(self.replies.pop(0), "stop")
+        if "Prompt ID only" in text:
+            return GenerateResponse(self.choice, "stop")
+        return GenerateResponse(f"{ANSWER} [{len(self.prompts)}]", "stop")
+
+
+def models(judge_replies=None, choice="TELER_L2_Strict_Focus"):
+    model = FakeHandle("model", choice=choice)
+    judge = FakeHandle("judge", judge_replies or [verdict()])
+    return Models({"model": model, "judge": judge}), model, judge
+
+
+def load(shared_data, **options):
+    task = FinTradeBenchTask(**options)
+    samples = {s.id: s for s in task.load(shared_data)}
+    return task, samples
+
+
+def test_options_are_validated():
+    assert FinTradeBenchTask().settings.levels == ("L1", "L2", "L3", "L4")
+    assert FinTradeBenchTask(mode="rag").settings.levels == ("L1", "L2", "L3", "L4", "L5", "L6")
+    assert FinTradeBenchTask(mode="ideal").settings.levels[-1] == "bare"
+    with pytest.raises(ValueError, match="norag takes L1-L4"):
+        FinTradeBenchTask(mode="norag", levels="L1,L5")
+    with pytest.raises(ValueError, match="exactly one level"):
+        FinTradeBenchTask(select="false", levels="L1,L2")
+    with pytest.raises(ValueError, match="unknown option"):
+        FinTradeBenchTask(nonsense=1)
+
+
+def test_per_category_picks_first_n_in_natural_order(shared_data):
+    task, samples = load(shared_data, per_category=10)
+    ids = list(samples)
+    assert len(ids) == 30
+    assert ids[:10] == [f"F{i}" for i in range(1, 11)] and ids[10:20] == [f"T{i}" for i in range(1, 11)]
+    assert ids[20:] == [f"FT{i}" for i in range(1, 11)]
+    assert samples["FT3"].metadata["question_type"] == "FT"
+
+
+def test_norag_solve_selects_and_judges(shared_data):
+    task, samples = load(shared_data, mode="norag", judge_context="none")
+    fake, model, judge = models()
+    prediction = asyncio.run(task.solve(samples["F1"], fake))
+    assert [c["level"] for c in prediction["candidates"]] == ["L1", "L2", "L3", "L4"]
+    assert prediction["level"] == "L2" and prediction["selection"]["rule"] == "contains"
+    assert "MARKET DATA" not in "".join(model.prompts)
+    score = task.score(samples["F1"], prediction)
+    assert score.value == pytest.approx(0.8) and score.values["accuracy.F"] == pytest.approx(0.8)
+    assert "accuracy.T" not in score.values
+    assert score.values["f1.official"] == pytest.approx(2 * 0.25 / 1.25)
+    golden = set(samples["F1"].input["golden"])  # ROA, ROE, Earnings/Price: the answer names ROE and P/E (+ RSI)
+    assert score.values["precision.proper"] == pytest.approx(2 / 3) and score.values["recall.proper"] == pytest.approx(2 / len(golden))
+
+
+def test_unparseable_judge_is_counted_not_scored(shared_data):
+    task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
+    fake, model, judge = models(judge_replies=["nope", "still nope", "{bad json"])
+    prediction = asyncio.run(task.solve(samples["T1"], fake))
+    assert [i for _, i in judge.calls] == [0, 1, 2]
+    score = task.score(samples["T1"], prediction)
+    assert score.value is None and not score.parsed
+    record = SampleRecord("T1", prediction, score, metadata=samples["T1"].metadata)
+    agg = task.aggregate(list(samples.values()), [record])
+    assert agg.extra["unparseable"] == ["T1"] and any("unscored" in n for n in agg.notes)
+
+
+@dataclass
+class FakeItem:
+    track: str
+    source: str
+    date: str
+    text: str
+    tokens: int = 10
+    truncated: bool = False
+
+
+class RecordingRetriever:
+    """Stands in for the Retriever: records the as-of date it is given, returns one dated item."""
+
+    def __init__(self, item_date=None):
+        self.calls = []
+        self.item_date = item_date
+
+    async def aretrieve(self, query, ticker, as_of, reranker=None):
+        self.calls.append((ticker, as_of))
+
+        class Result:
+            items = (FakeItem("filings", f"{ticker}/10-Q#Item 2", self.item_date or as_of.isoformat(),
+                              f"EVIDENCE for {ticker} up to {as_of}"),)
+        return Result()
+
+
+def test_rag_passes_the_as_of_date_and_never_shows_later_evidence(shared_data):
+    task, samples = load(shared_data, mode="rag", judge_context="none")
+    task._retriever = RecordingRetriever()
+    fake, model, judge = models()
+    prediction = asyncio.run(task.solve(samples["FT1"], fake))  # Apple, "As of August 2025"
+    assert task._retriever.calls and all(str(as_of) == "2025-08-31" for _, as_of in task._retriever.calls)
+    assert all(item["date"] <= "2025-08-31" for item in prediction["context"]["items"])
+    l5 = [p for p in model.prompts if "Level 5" in p][0]
+    assert "MARKET DATA:\nEVIDENCE for AAPL" in l5
+    assert all("EVIDENCE" not in p for p in model.prompts if "Level 4" in p)
+    task._retriever = RecordingRetriever(item_date="2025-10-01")
+    with pytest.raises(RuntimeError, match="point-in-time"):
+        asyncio.run(task.solve(samples["FT1"], models()[0]))
+
+
+def test_ideal_solve_builds_point_in_time_contexts(shared_data):
+    task, samples = load(shared_data, mode="ideal", per_category=1)
+    fake, model, judge = models(judge_replies=[verdict(5)], choice="No RAG")
+    prediction = asyncio.run(task.solve(samples["F1"], fake))  # Apple, as of 2025-09-30
+    assert prediction["level"] == "bare" and prediction["context"]["tickers"] == ["AAPL"]
+    assert prediction["context"]["last_date"] <= "2025-09-30"
+    l3 = [p for p in model.prompts if "Level 3" in p][0]
+    assert "[AAPL] Trading/Price Data 2025-09-01 → 2025-09-30" in l3 and "F_Return on Equity" in l3
+    assert "Trading/Price Data" in judge.prompts[0]  # the judge sees the same contexts (judge_context=ideal)
+    assert task.score(samples["F1"], prediction).value == 1.0
+
+
+def _write_run(directory: Path, mode: str, values: dict[str, float]) -> Path:
+    directory.mkdir(parents=True)
+    lines = []
+    for qid, value in values.items():
+        category = "FT" if qid.startswith("FT") else qid[0]
+        lines.append(json.dumps({"id": qid, "metadata": {"category": category},
+                                 "score": {"value": value, "values": {f"accuracy.{category}": value}}}))
+    (directory / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (directory / "results.json").write_text(json.dumps({"model": "m", "config": {"task_config": {"mode": mode}}}))
+    return directory
+
+
+def test_compare_modes_delta_and_paired_test(tmp_path):
+    from scipy import stats
+
+    norag = {f"F{i}": v for i, v in enumerate([0.4, 0.6, 0.4, 0.2, 0.6, 0.4], 1)}
+    norag |= {f"T{i}": v for i, v in enumerate([0.6, 0.6, 0.8], 1)}
+    rag = {f"F{i}": v for i, v in enumerate([0.8, 0.8, 0.6, 0.6, 0.8, 0.8], 1)}
+    rag |= {f"T{i}": v for i, v in enumerate([0.6, 0.4, 0.8], 1)}
+    result = compare_modes(_write_run(tmp_path / "a", "norag", norag), _write_run(tmp_path / "b", "rag", rag))
+    rows = {r["group"]: r for r in result["rows"]}
+    f = rows["F"]
+    assert f["n"] == 6 and f["norag"] == pytest.approx(43.3333, abs=1e-3) and f["rag"] == pytest.approx(73.3333, abs=1e-3)
+    assert f["delta_pct"] == pytest.approx((73.33333 - 43.33333) / 43.33333 * 100, abs=1e-3)
+    expected_p = stats.ttest_rel([rag[f"F{i}"] for i in range(1, 7)], [norag[f"F{i}"] for i in range(1, 7)]).pvalue
+    assert f["p_value"] == pytest.approx(expected_p, abs=1e-4) and f["stars"] == "**"
+    assert rows["T"]["stars"] == "" and rows["FT"]["n"] == 0 and rows["overall"]["n"] == 9
+    assert result["warnings"] == []
+
+
+def test_judge_agreement_reuses_rating_compare(tmp_path):
+    run = _write_run(tmp_path / "run", "rag", {"F1": 0.8, "F2": 0.4, "T1": 1.0, "T2": 0.6})
+    human = tmp_path / "human.csv"
+    human.write_text("question_id,H_Accuracy (1-5)\nF1,4\nF2,3\nT1,5\nT2,3\nX9,1\n", encoding="utf-8")
+    result = judge_agreement(human, run)
+    assert result["n"] == 4 and result["only_human"] == ["X9"]
+    assert result["mae"] == pytest.approx((0 + 1 + 0 + 0) / 4)  # judge 4,2,5,3 vs human 4,3,5,3
+    assert result["spearman"] > 0.9
+    # κ on labels: observed 3/4; chance = Σ p_human·p_judge over labels {2,3,4,5} = 0.5·0.25 + 0.25·0.25 + 0.25·0.25
+    assert result["cohen_kappa"] == pytest.approx((0.75 - 0.25) / (1 - 0.25), abs=1e-4)
+
+
+def test_scale_writes_answerable_variants_and_the_task_reads_them(shared_data, tmp_path):
+    from typer.testing import CliRunner
+    import typer
+
+    from finharness.benchmarks.fintradebench.cli import register
+    from finharness.benchmarks.fintradebench.questions import read_questions
+
+    app = typer.Typer()
+    register(app)
+    out = tmp_path / "scaled.csv"
+    args = ["fintradebench", "scale", "--n", "8", "--seed", "3", "--out", str(out), "--data-dir", str(shared_data),
+            "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["written"] == 8
+    first = out.read_text(encoding="utf-8")
+    assert CliRunner().invoke(app, args).exit_code == 0 and out.read_text(encoding="utf-8") == first  # seeded
+    variants = read_questions(out)
+    assert len(variants) == 8 and all(q.date.rule == "stated" and q.source_id for q in variants)
+    for q in variants:
+        if q.category in ("F", "FT"):  # fundamentals need filings filed by the as-of date
+            assert q.tickers.tickers and q.date.as_of >= dt.date(2024, 3, 1)
+    task = FinTradeBenchTask(questions=str(out))
+    loaded = task.load(shared_data)
+    assert {s.id for s in loaded} == {q.id for q in variants}
+    assert all(s.input["as_of"] == s.metadata["as_of"] for s in loaded)
+
+
+def test_engine_run_writes_the_report_metric_names(shared_data, tmp_path):
+    from finharness.backends.fake import FakeBackend
+    from finharness.core.runner import run_task
+    from finharness.core.store import RunStore
+
+    task = FinTradeBenchTask(mode="norag", per_category=2, judge_context="none")
+    judge = FakeBackend("fake?name=judge", reply=verdict(3), name="judge")
+    model = FakeBackend("fake", script=[{"match": "Prompt ID only", "reply": "L3_Step_By_Step"},
+                                        {"match": "", "reply": ANSWER}])
+    result = asyncio.run(run_task(task, {"model": model, "judge": judge}, RunStore(tmp_path / "store.sqlite"),
+                                  data_dir=shared_data, out_dir=tmp_path / "run"))
+    metrics = result.results["metrics"]
+    assert result.results["headline"] == "accuracy" and metrics["accuracy"]["value"] == pytest.approx(0.6)
+    for name in ("accuracy.F", "accuracy.T", "accuracy.FT", "f1.official", "f1.proper"):
+        assert metrics[name]["n"] == 2 if "." in name and name.startswith("accuracy") else metrics[name]["n"] == 6
+    assert result.results["config"]["task_config"]["mode"] == "norag"
+    assert set(result.results["groups"]["category"]) == {"F", "T", "FT"}
+    assert result.results["groups"]["level"].keys() == {"L3"}
+    compared = compare_modes(tmp_path / "run", tmp_path / "run")
+    assert {r["group"]: r["n"] for r in compared["rows"]} == {"F": 2, "T": 2, "FT": 2, "overall": 6}
+
+
+def test_rag_with_the_real_retriever_shows_nothing_after_as_of(shared_data):
+    from finharness.retrieval import RetrievalConfig, Retriever
+
+    task, samples = load(shared_data, mode="rag", judge_context="none", levels="L5", select="false")
+    task._retriever = Retriever(shared_data, RetrievalConfig(dense="off"))
+    fake, model, judge = models()
+    sample = samples["FT7"]  # Meta, "in August 2025": the 10-Q filed 2025-10-30 must stay invisible
+    prediction = asyncio.run(task.solve(sample, fake))
+    items = prediction["context"]["items"]
+    assert items and all(item["date"] <= "2025-08-31" for item in items)
+    assert not any("2025-10-30" in item["source"] for item in items)
+    assert "MARKET DATA:" in model.prompts[0]
+
+
+def test_compare_cli_json(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from finharness.benchmarks.fintradebench.cli import register
+
+    app = typer.Typer()
+    register(app)
+    a = _write_run(tmp_path / "a", "norag", {"F1": 0.4, "F2": 0.6, "T1": 0.2})
+    b = _write_run(tmp_path / "b", "rag", {"F1": 0.8, "F2": 0.6, "T1": 0.4})
+    result = CliRunner().invoke(app, ["fintradebench", "compare", str(a), str(b), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["group"]: r for r in json.loads(result.output)["rows"]}
+    assert rows["F"]["delta_pct"] == pytest.approx(40.0) and rows["overall"]["n"] == 3
+    text = CliRunner().invoke(app, ["fintradebench", "compare", str(a), str(tmp_path / "missing")])
+    assert text.exit_code == 2 and "samples.jsonl not found" in text.output
