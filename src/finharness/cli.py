@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from . import __version__
+from ._cli import fail
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="finharness: measure how well language models do real financial work.")
@@ -27,11 +28,6 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     pass
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(code)
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

@@ -20,14 +20,13 @@ from finharness.backends.model_files import embedded_model
 from finharness.core.backend import BackendError, SpecError
 from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, messages
 
-# The scoring context loads unrepacked weights and never decodes a lone token, which on CPU
-# makes every logits row independent of how tokens were split into batches: KV reuse then
-# gives exactly the numbers of a from-scratch evaluation (measured: 0.0). The tolerance only
-# absorbs float64 summation order. With repacked weights (llama.cpp's default) rows depend on
-# their place in the batch and reuse differed from recomputation by up to 0.17 nats per
-# continuation on this test; kernels that differ by batch size (e.g. on GPUs) would need a
-# tolerance of that order.
-REUSE_TOLERANCE_NATS = 1e-6
+# KV reuse vs a from-scratch evaluation: llama.cpp's CPU kernels round differently for
+# different batch shapes. The scoring context removes most of it (unrepacked weights, no
+# lone-token batches: see finharness.backends.llamacpp), leaving rows after the first of
+# batches of 2-7 tokens, i.e. the evaluated part of short multi-token continuations.
+# Measured: 0 on this test's choices, up to 0.095 nats per continuation on 3-choice CFA items
+# (bench/ll_reuse.py); a wrong row or token shifts a sum by whole nats.
+REUSE_TOLERANCE_NATS = 0.15
 
 CONTEXT = (
     "The nominal risk-free rate is the sum of the real risk-free rate and a premium for expected "
@@ -205,8 +204,9 @@ def test_kv_cache_is_reused_across_requests_sharing_the_context(backend):
     extended = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(longer, (" is",))))
     assert extended.tokens_evaluated <= extended.context_tokens - first.context_tokens + 2
     # And the reused state gives the same numbers as a fresh one.
+    # One-token continuations read the context's last row, which is exact under any split.
     np.testing.assert_allclose(again.logprobs, _naive_logprobs(
-        backend, LoglikelihoodRequest(CONTEXT, (" A", " B")))[0], atol=REUSE_TOLERANCE_NATS)
+        backend, LoglikelihoodRequest(CONTEXT, (" A", " B")))[0], atol=1e-9)
 
 
 @pytest.mark.model

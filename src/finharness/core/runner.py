@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -25,7 +24,7 @@ from .retry import RetryPolicy, call_with_retries
 from .store import RunStore, content_key
 from .task import Aggregate, Models, SampleRecord, Task
 from .types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
-                    LoglikelihoodResponse, Message, Sample, Score, TokenLogprob, to_jsonable)
+                    LoglikelihoodResponse, Message, Sample, TokenLogprob, to_jsonable)
 
 TRUNCATION_POLICIES = ("error", "left", "right")
 

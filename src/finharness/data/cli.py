@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from .._cli import fail
+
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Benchmark data: official sources, checksums, licences; pull into the data dir.")
 
@@ -15,11 +17,6 @@ data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_m
 def register(app: typer.Typer) -> None:
     """Add the `data` command group to the main CLI."""
     app.add_typer(data_app, name="data")
-
-
-def _fail(message: str) -> None:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2)
 
 
 @data_app.command("list")
@@ -80,6 +77,6 @@ def pull_command(
     try:
         report = pull(name, data_dir, source)
     except DataError as err:
-        _fail(str(err))
+        fail(str(err))
     typer.echo(f"{report.name}: {len(report.fetched)} fetched, {len(report.skipped)} already present "
                f"-> {report.dest}")

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-UNPARSEABLE = "unparseable"
-"""The rule name recorded when nothing could be read."""
+from . import UNPARSEABLE  # re-exported: callers import it from here
 
 TRUE = "正确"
 """Canonical verdict for a true statement (the CFinBench gold spelling)."""

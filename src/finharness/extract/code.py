@@ -28,8 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-UNPARSEABLE = "unparseable"
-"""The rule name recorded when no program could be read."""
+from . import UNPARSEABLE  # re-exported: callers import it from here
 
 ValueMode = Literal["last_expression", "answer_variable"]
 

@@ -38,8 +38,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-UNPARSEABLE = "unparseable"
-"""The rule name recorded when nothing could be read."""
+from . import UNPARSEABLE  # re-exported: callers import it from here
 
 Mode = Literal["official", "robust"]
 

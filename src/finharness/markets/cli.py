@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from .._cli import fail
 from ..data.io import atomic_write_text
 
 markets_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -32,7 +33,6 @@ def signals_command(
     try:
         table = compute_signals(load_prices(prices))
     except DataError as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
+        fail(str(err))
     atomic_write_text(out, table.to_csv(index=False, date_format="%Y-%m-%d"))
     typer.echo(f"{len(table)} rows -> {out}")

@@ -48,6 +48,7 @@ from typing import Iterable, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .._numbers import finite_or_none
 from ..data.errors import DataError
 from .filings import FilingRef, discover_filings
 from .prices import load_prices
@@ -504,7 +505,7 @@ class RatioAgreement:
 
     def to_json(self) -> dict[str, object]:
         def num(x: float) -> float | None:
-            return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+            return finite_or_none(x, 6)  # ratios: 6 decimals are plenty
 
         return {"ticker": self.ticker, "ratio": self.ratio, "compared": self.compared,
                 "median_relative_error": num(self.median_relative_error), "within_1pct": num(self.within_1pct),

@@ -3,8 +3,7 @@ seeded bootstrap 95% intervals, plus agreement between rating tables and between
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from finharness._lazy import lazy_exports
 
 # Loaded on first use so that importing the CLI does not import scipy.
 _EXPORTS = {
@@ -37,10 +36,4 @@ _EXPORTS = {
     "rate_table": "rate",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)

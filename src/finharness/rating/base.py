@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from .._numbers import finite_or_none
 from .matches import Match
 
 
@@ -74,8 +74,8 @@ class ModelRating:
         return self.wins + self.ties + self.losses
 
     def to_json(self) -> dict[str, Any]:
-        return {"rating": _finite_or_none(self.rating),
-                "ci95": [_finite_or_none(v) for v in self.ci95] if self.ci95 else None,
+        return {"rating": finite_or_none(self.rating),
+                "ci95": [finite_or_none(v) for v in self.ci95] if self.ci95 else None,
                 "wins": self.wins, "ties": self.ties, "losses": self.losses}
 
 
@@ -101,10 +101,6 @@ class RatingTable:
     def to_json(self) -> dict[str, Any]:
         return {"ratings": {name: r.to_json() for name, r in self.ratings.items()},
                 "n_matches": self.n_matches, "bootstrap_rounds": self.bootstrap_rounds}
-
-
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
 
 
 def resample_indices(n: int, rounds: int, seed: int) -> np.ndarray:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 from enum import Enum
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from typing import TYPE_CHECKING
+from .._cli import fail
+from .._numbers import format_number
 
 if TYPE_CHECKING:  # scipy behind these is imported only when a rating command runs
     from .base import RatingTable
@@ -28,22 +28,13 @@ class ByChoice(str, Enum):
     task = "task"
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code=2)
-
-
-def _fmt(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
-
-
 def _print_table(console: Console, title: str, table: "RatingTable") -> None:
     out = Table(title=f"{title} ({table.method}, {table.n_matches} matches)")
     for column in ("model", "rating", "95% CI", "W", "T", "L"):
         out.add_column(column, justify="left" if column == "model" else "right")
     for name, r in table.ratings.items():
-        ci = f"{_fmt(r.ci95[0])} – {_fmt(r.ci95[1])}" if r.ci95 else "—"
-        out.add_row(name, _fmt(r.rating), ci, str(r.wins), str(r.ties), str(r.losses))
+        ci = f"{format_number(r.ci95[0], 1)} – {format_number(r.ci95[1], 1)}" if r.ci95 else "—"
+        out.add_row(name, format_number(r.rating, 1), ci, str(r.wins), str(r.ties), str(r.losses))
     console.print(out)
 
 
@@ -51,9 +42,9 @@ def _print_agreement(console: Console, agreement: "RatingAgreement", a: Path, b:
     out = Table(title=f"{a} vs {b}: {agreement.n} models in both")
     for column in ("statistic", "value", "p"):
         out.add_column(column, justify="left" if column == "statistic" else "right")
-    out.add_row("Pearson r", _fmt(agreement.pearson, 3), _fmt(agreement.pearson_p, 4))
-    out.add_row("Spearman ρ", _fmt(agreement.spearman, 3), _fmt(agreement.spearman_p, 4))
-    out.add_row("MAE (points)", _fmt(agreement.mae, 1), "")
+    out.add_row("Pearson r", format_number(agreement.pearson, 3), format_number(agreement.pearson_p, 4))
+    out.add_row("Spearman ρ", format_number(agreement.spearman, 3), format_number(agreement.spearman_p, 4))
+    out.add_row("MAE (points)", format_number(agreement.mae, 1), "")
     console.print(out)
     for path, missing in ((a, agreement.only_in_a), (b, agreement.only_in_b)):
         if missing:
@@ -90,24 +81,24 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if compare is not None:
             if matches is not None:
-                _fail("give either MATCHES.jsonl or --compare A.json B.json, not both")
+                fail("give either MATCHES.jsonl or --compare A.json B.json, not both")
             try:
                 agreement = compare_ratings(*(load_rating_values(p) for p in compare))
             except ValueError as err:
-                _fail(str(err))
+                fail(str(err))
             if as_json:
                 typer.echo(json.dumps(agreement.to_json(), ensure_ascii=False, indent=2))
             else:
                 _print_agreement(console, agreement, *compare)
             return
         if matches is None:
-            _fail("missing MATCHES.jsonl (or use --compare A.json B.json)")
+            fail("missing MATCHES.jsonl (or use --compare A.json B.json)")
         try:
             loaded = read_matches(matches)
         except MatchFileError as err:
-            _fail(str(err))
+            fail(str(err))
         if not loaded:
-            _fail(f"{matches}: no matches in the file")
+            fail(f"{matches}: no matches in the file")
         options = RatingOptions(method=method.value, scale=RatingScale(scale, base, init), k=k,
                                 bootstrap=bootstrap, seed=seed)
         report = rate_matches(loaded, options, by_task=by is ByChoice.task)

@@ -18,6 +18,8 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from .._numbers import finite_or_none
+
 
 @dataclass(frozen=True)
 class RatingAgreement:
@@ -48,9 +50,7 @@ class RatingAgreement:
         return len(self.models)
 
     def to_json(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return float(x) if math.isfinite(x) else None
-
+        num = finite_or_none
         return {"n": self.n, "models": list(self.models),
                 "pearson": {"r": num(self.pearson), "p": num(self.pearson_p)},
                 "spearman": {"rho": num(self.spearman), "p": num(self.spearman_p)},

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from markupsafe import Markup
 
+from .._text import natural_key
 from ..stats import paired_test
 from .markup import (details, figure, fmt_ci, fmt_metric, fmt_num, fmt_p, is_percent_metric, note, section, stars,
                      subsection, table)
@@ -37,11 +38,6 @@ from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
 
 MAX_GROUP_BARS = 40
 """Generic section: groupings with more values than this are shown as a table only."""
-
-
-def natural_key(text: str) -> tuple:
-    """'1-2' before '1-10'."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
 
 
 def metric_bar(run: RunData, name: str) -> Bar | None:

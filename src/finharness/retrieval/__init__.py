@@ -9,8 +9,7 @@ onnxruntime or pandas.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from finharness._lazy import lazy_exports
 
 _EXPORTS = {
     "Retriever": "retrieve",
@@ -26,10 +25,4 @@ _EXPORTS = {
     "count_tokens": "chunking",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)

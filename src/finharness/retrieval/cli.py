@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from .._cli import fail
+
 
 def register(app: typer.Typer) -> None:
     """Add the `retrieve` command to the main CLI."""
@@ -52,8 +54,7 @@ def retrieve_command(
     try:
         result = Retriever(resolve_data_dir(data_dir), config, progress=True).retrieve(query, ticker, as_of_date)
     except (DataError, DenseUnavailable) as err:
-        typer.secho(f"error: {err}", fg="red", err=True)
-        raise typer.Exit(2) from None
+        fail(str(err))
     typer.echo(f"retrieval: {len(result.items)} items, {result.tokens_used}/{result.budget_tokens} tokens, "
                f"{result.truncated} truncated, {result.dropped} dropped; dense {result.dense}; "
                f"fusion {result.fusion}; reranker {result.reranker}; "

@@ -15,12 +15,14 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
+
+from .._cli import fail
+from .._numbers import format_number
 
 if TYPE_CHECKING:
     from .storage import RaterStore
@@ -31,16 +33,11 @@ ui_app = typer.Typer(no_args_is_help=False, invoke_without_command=True, rich_ma
 STORE_HELP = "Run store (SQLite) holding raters, work and verdicts (default $FINHARNESS_STORE)."
 
 
-def _fail(message: str) -> NoReturn:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2)
-
-
 def _store_path(ctx: typer.Context, store: Optional[Path]) -> Path:
     path = store or (ctx.obj or {}).get("store") or (Path(os.environ["FINHARNESS_STORE"])
                                                      if os.environ.get("FINHARNESS_STORE") else None)
     if path is None:
-        _fail("give --store PATH (the run store, e.g. runs/store.sqlite) or set FINHARNESS_STORE")
+        fail("give --store PATH (the run store, e.g. runs/store.sqlite) or set FINHARNESS_STORE")
     return path
 
 
@@ -50,7 +47,7 @@ def _open(ctx: typer.Context, store: Optional[Path]) -> "RaterStore":
     try:
         return RaterStore(_store_path(ctx, store))
     except (RuntimeError, OSError) as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 @ui_app.callback()
@@ -83,7 +80,7 @@ def add_rater(ctx: typer.Context, name: str = typer.Argument(..., help="The rate
     try:
         rater, token, created = rater_store.add_rater(name)
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
     finally:
         rater_store.close()
     typer.echo(f"{'added rater' if created else 'new token for'} {rater.name}"
@@ -133,7 +130,7 @@ def load_pairs(ctx: typer.Context,
         _print_load(load(rater_store, run_a, run_b, raters=raters, per_rater=per_rater, name_a=name_a,
                          name_b=name_b, seed=seed))
     except (DataError, ValueError) as err:
-        _fail(str(err))
+        fail(str(err))
     finally:
         rater_store.close()
 
@@ -154,7 +151,7 @@ def load_rubric(ctx: typer.Context,
     try:
         _print_load(load(rater_store, run, raters=raters, per_rater=per_rater, name=name, seed=seed))
     except (DataError, ValueError) as err:
-        _fail(str(err))
+        fail(str(err))
     finally:
         rater_store.close()
 
@@ -169,7 +166,7 @@ def export(ctx: typer.Context, store: Optional[Path] = typer.Option(None, "--sto
     from .exports import export_matches, export_rubric
 
     if matches is None and rubric is None:
-        _fail("give --matches OUT.jsonl and/or --rubric OUT.csv")
+        fail("give --matches OUT.jsonl and/or --rubric OUT.csv")
     wanted = [n.strip() for n in raters.split(",") if n.strip()] if raters else None
     rater_store = _open(ctx, store)
     try:
@@ -179,10 +176,6 @@ def export(ctx: typer.Context, store: Optional[Path] = typer.Option(None, "--sto
             typer.echo(f"{export_rubric(rater_store, rubric, wanted)} rubric score(s) -> {rubric}")
     finally:
         rater_store.close()
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
 @ui_app.command("agreement")
@@ -198,11 +191,11 @@ def agreement(human: Path = typer.Option(..., help="Human matches (`ui export --
     from .exports import agreement as compute
 
     if method not in METHODS:
-        _fail(f"--method must be one of {', '.join(METHODS)}")
+        fail(f"--method must be one of {', '.join(METHODS)}")
     try:
         report = compute(human, judge, method=method, shared_items_only=not all_items)
     except MatchFileError as err:
-        _fail(str(err))
+        fail(str(err))
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
         return
@@ -210,13 +203,14 @@ def agreement(human: Path = typer.Option(..., help="Human matches (`ui export --
     typer.echo(f"ratings ({report.method}; human {report.human_matches} matches, judge {report.judge_matches}; "
                f"{r.n} models in both)")
     for model in r.models:
-        typer.echo(f"  {model:<32} human {_fmt(report.human_ratings[model], 1):>8}   "
-                   f"judge {_fmt(report.judge_ratings[model], 1):>8}")
-    typer.echo(f"  Pearson r {_fmt(r.pearson)} (p {_fmt(r.pearson_p, 4)})   Spearman ρ {_fmt(r.spearman)} "
-               f"(p {_fmt(r.spearman_p, 4)})   MAE {_fmt(r.mae, 1)} points")
+        typer.echo(f"  {model:<32} human {format_number(report.human_ratings[model], 1):>8}   "
+                   f"judge {format_number(report.judge_ratings[model], 1):>8}")
+    typer.echo(f"  Pearson r {format_number(r.pearson, 3)} (p {format_number(r.pearson_p, 4)})   "
+               f"Spearman ρ {format_number(r.spearman, 3)} (p {format_number(r.spearman_p, 4)})   "
+               f"MAE {format_number(r.mae, 1)} points")
     typer.echo(f"items: {report.items_compared} verdicts compared ({report.human_only} human-only)   "
-               f"Cohen's κ {_fmt(report.kappa)}   MAE {_fmt(report.item_mae)}   "
-               f"same outcome {_fmt(report.exact_agreement)}")
+               f"Cohen's κ {format_number(report.kappa, 3)}   MAE {format_number(report.item_mae, 3)}   "
+               f"same outcome {format_number(report.exact_agreement, 3)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .._numbers import finite_or_none
 from ..rating.compare import RatingAgreement, cohen_kappa, compare_ratings
 from ..rating.matches import Match, MatchFileError, read_matches, write_matches
 from ..rating.rate import RatingOptions, rate_table
@@ -109,9 +110,7 @@ class AgreementReport:
     """Human verdicts without a judge verdict on that item."""
 
     def to_json(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return float(x) if math.isfinite(x) else None
-
+        num = finite_or_none
         return {"method": self.method, "ratings": self.ratings.to_json(),
                 "human_ratings": dict(self.human_ratings), "judge_ratings": dict(self.judge_ratings),
                 "human_matches": self.human_matches, "judge_matches": self.judge_matches,

@@ -11,8 +11,7 @@ Names are loaded on first use so that importing the CLI does not import pandas.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from finharness._lazy import lazy_exports
 
 _EXPORTS = {
     "BizBenchItem": "data",
@@ -31,10 +30,4 @@ _EXPORTS = {
     "evaluate_gold_program": "tatqa",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+__getattr__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -15,11 +15,7 @@ from typing import Optional
 import typer
 
 from ...data.errors import DataError
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(2)
+from ..._cli import fail
 
 
 def secnum_command(
@@ -38,7 +34,7 @@ def secnum_command(
         build = build_secnum_detailed(filings, chars=chars, test_fraction=test_fraction,
                                       max_per_filing=max_per_filing)
     except DataError as err:
-        _fail(err)
+        fail(str(err))
     write_items_jsonl(build.items, out)
     summary = {"items": len(build.items), "splits": build.split_counts(), "filings": build.filings,
                "facts": build.facts, "dropped": dict(build.dropped), "seconds": round(build.seconds, 1),
@@ -64,7 +60,7 @@ def tatqa_command(
     try:
         builds = build_tatqa_tasks(tatqa)
     except DataError as err:
-        _fail(err)
+        fail(str(err))
     summary = []
     for task in ("codetatqa", "tatqa-e"):
         items = [item for build in builds if build.task == task for item in build.items]

@@ -26,12 +26,12 @@ Headline `accuracy`: 'll' for ll, the `extract` mode for gen; every mode is in S
 from __future__ import annotations
 
 import re
-from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
+from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
@@ -39,6 +39,7 @@ from ...data.io import read_csv_rows, read_json
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
 from .prompts import LETTERS, OfficialPrompt, load_prompt_file, multiple_choice_string_format, prompts_dir
+from .scoring import rule_counts
 
 SOURCES = ("all", "fineval", "ideafinbench")
 METHODS = ("ll", "gen")
@@ -80,17 +81,9 @@ class FinKnowOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinKnowOptions":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"bizbench/finknow: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        parsed = cls(**{**values, "max_tokens": int(values.get("max_tokens", 512))})
-        for name, allowed in (("method", METHODS), ("source", SOURCES), ("split", ("val", "dev")),
-                              ("extract", ("official", "robust")), ("continuation", CONTINUATIONS)):
-            if getattr(parsed, name) not in allowed:
-                raise ValueError(f"bizbench/finknow: {name}={getattr(parsed, name)!r} is not one of {list(allowed)}")
-        return parsed
+        return parse_task_options(cls, options, "bizbench/finknow",
+                                  choices={"method": METHODS, "source": SOURCES, "split": ("val", "dev"),
+                                           "extract": ("official", "robust"), "continuation": CONTINUATIONS})
 
 
 def parse_fineval_text(text: str) -> tuple[str, list[str]] | None:
@@ -266,12 +259,7 @@ class FinKnowTask(Task):
 
     def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
         scored = [r for r in records if r.score is not None and r.score.value is not None]
-        rules: dict[str, Counter] = {"official": Counter(), "robust": Counter()}
-        for record in scored:
-            for mode in rules:
-                rule = (record.score.extracted or {}).get(f"{mode}_rule")
-                if rule:
-                    rules[mode][rule] += 1
+        rules = rule_counts(record.score.extracted for record in scored)
         groups = {key: grouped((str(r.metadata.get(key, "none")), r.score) for r in scored)
                   for key in ("source", "subject")}
         notes = []
@@ -281,7 +269,6 @@ class FinKnowTask(Task):
         if self.gold_conflicts:
             notes.append(f"{self.gold_conflicts} FinEval CFA-Easy items give an `answer` letter that disagrees "
                          "with their `gold` index; the letter is used")
-        extra = {"options": asdict(self.settings), "rules": {m: dict(c.most_common()) for m, c in rules.items()},
-                 "gold_conflicts": self.gold_conflicts,
-                 "unparseable": {m: c.get(UNPARSEABLE, 0) for m, c in rules.items()}}
+        extra = {"options": asdict(self.settings), "rules": rules, "gold_conflicts": self.gold_conflicts,
+                 "unparseable": {m: counts.get(UNPARSEABLE, 0) for m, counts in rules.items()}}
         return Aggregate(metrics=mean_metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)

@@ -196,26 +196,25 @@ def final_outcome(answer: Answer, correct: bool) -> Outcome:
     return answer.outcome
 
 
-def failure_classes(extracted: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, int]]:
-    """mode -> outcome label -> count, from Score.extracted dicts (keys '<mode>_outcome')."""
+def _counts_by_mode(extracted: Iterable[Mapping[str, Any] | None], suffix: str) -> dict[str, dict[str, int]]:
+    """mode -> value of the Score.extracted key '<mode>_<suffix>' -> count, most common first."""
     table: dict[str, Counter] = {mode: Counter() for mode in EXTRACTION_MODES}
     for entry in extracted:
         for mode in EXTRACTION_MODES:
-            label = (entry or {}).get(f"{mode}_outcome")
-            if label:
-                table[mode][label] += 1
+            value = (entry or {}).get(f"{mode}_{suffix}")
+            if value:
+                table[mode][value] += 1
     return {mode: dict(counter.most_common()) for mode, counter in table.items()}
+
+
+def failure_classes(extracted: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, int]]:
+    """mode -> outcome label -> count, from Score.extracted dicts (keys '<mode>_outcome')."""
+    return _counts_by_mode(extracted, "outcome")
 
 
 def rule_counts(extracted: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, int]]:
-    """mode -> extraction rule -> count."""
-    table: dict[str, Counter] = {mode: Counter() for mode in EXTRACTION_MODES}
-    for entry in extracted:
-        for mode in EXTRACTION_MODES:
-            rule = (entry or {}).get(f"{mode}_rule")
-            if rule:
-                table[mode][rule] += 1
-    return {mode: dict(counter.most_common()) for mode, counter in table.items()}
+    """mode -> extraction rule -> count (keys '<mode>_rule')."""
+    return _counts_by_mode(extracted, "rule")
 
 
 # --- the sandbox, once per task instance -------------------------------------------------------------------

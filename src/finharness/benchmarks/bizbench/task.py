@@ -42,11 +42,12 @@ import hashlib
 import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
+from ...core.options import check_choice, parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
@@ -95,19 +96,9 @@ class BizBenchOptions:
     @classmethod
     def parse(cls, task: str, options: Mapping[str, Any], *, takes_style: bool) -> "BizBenchOptions":
         """Options as the CLI passes them; a bad or unknown one names the allowed values."""
-        known = {f.name for f in fields(cls)} - (set() if takes_style else {"style"})
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"{task}: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        parsed = cls(**{**values, "max_tokens": int(values.get("max_tokens", 512)),
-                        "pool_size": int(values.get("pool_size", 2))})
-        for name, allowed in (("split", SPLITS), ("extract", EXTRACTION_MODES), ("style", ("code", "cot"))):
-            if getattr(parsed, name) not in allowed:
-                raise ValueError(f"{task}: {name}={getattr(parsed, name)!r} is not one of {list(allowed)}")
-        if parsed.max_tokens < 1 or parsed.pool_size < 1:
-            raise ValueError(f"{task}: max_tokens and pool_size must be at least 1")
-        return parsed
+        return parse_task_options(cls, options, task, exclude=() if takes_style else ("style",),
+                                  choices={"split": SPLITS, "extract": EXTRACTION_MODES, "style": ("code", "cot")},
+                                  at_least_one=("max_tokens", "pool_size"))
 
     def run_key(self, takes_style: bool) -> dict[str, Any]:
         """The options that change requests or scores (pool_size does not)."""
@@ -134,8 +125,7 @@ class BizBenchNumericTask(Task):
 
     def __init__(self, **options: Any) -> None:
         self.settings = BizBenchOptions.parse(self.name, options, takes_style=self.program_task)
-        if self.settings.split not in self.splits:
-            raise ValueError(f"{self.name}: split={self.settings.split!r} is not one of {list(self.splits)}")
+        check_choice(self.name, "split", self.settings.split, self.splits)
         super().__init__(**self.settings.run_key(self.program_task))
         self.runner = ProgramRunner(pool_size=self.settings.pool_size)
         self._prompt: OfficialPrompt | None = None

@@ -6,7 +6,6 @@ English names from its README). The Chinese name is what the prompt says ("å…³äº
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -97,12 +96,6 @@ class Category:
 
     group_name: str
     """Readable name of the group."""
-
-
-def natural_key(category_id: str) -> tuple:
-    """'1-2' before '1-10'; names without numbers sort alphabetically after numbered ones."""
-    parts = re.split(r"(\d+)", category_id)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
 
 
 def load_category_names(root: Path) -> dict[str, Category]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from ..._cli import fail
 from ...data.errors import DataError
 from .convert import convert_ideafinbench
 
@@ -24,8 +25,7 @@ def ideafinbench_command(
     try:
         summary = convert_ideafinbench(src, dest)
     except DataError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(err))
     if as_json:
         typer.echo(json.dumps(summary.to_json(), ensure_ascii=False, indent=2))
         return

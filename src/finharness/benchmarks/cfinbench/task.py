@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from ..._text import natural_key
+from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import iter_jsonl
 from ...extract.choices import UNPARSEABLE, parse_options
-from .categories import (QUESTION_TYPES, Category, load_category_names, natural_key,
-                         resolve_category)
+from .categories import QUESTION_TYPES, Category, load_category_names, resolve_category
 from .extraction import EXTRACTION_MODES, Reading, official_postprocess, read_gold, read_reply
 from .prompts import (SHOTS, TRUNCATION_POLICIES, loglikelihood_context, loglikelihood_continuation,
                       question_text, right_truncate, three_shot_prompt, zero_shot_prompt)
@@ -86,29 +87,16 @@ class CFinBenchOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "CFinBenchOptions":
         """Options as the CLI passes them (strings allowed); a bad value names the allowed ones."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"cfinbench: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        method = str(values.get("method", "gen"))
-        types = values.get("types", ("single_choice",) if method == "ll" else QUESTION_TYPES)
-        if isinstance(types, str):
-            types = tuple(t.strip() for t in types.split(",") if t.strip())
-        parsed = cls(split=str(values.get("split", "val")), shots=int(values.get("shots", 0)), method=method,
-                     extract=str(values.get("extract", "official")),
-                     truncate=str(values.get("truncate", "paper-2048")), types=tuple(types),
-                     max_tokens=int(values.get("max_tokens", 256)))
+        parsed = parse_task_options(cls, options, "cfinbench",
+                                    choices={"split": SPLITS, "shots": (0, SHOTS), "method": METHODS,
+                                             "extract": EXTRACTION_MODES, "truncate": tuple(TRUNCATION_POLICIES)},
+                                    at_least_one=("max_tokens",))
+        if options.get("types") is None and parsed.method == "ll":
+            parsed = replace(parsed, types=("single_choice",))  # the official ll config is single choice only
         parsed._validate()
         return parsed
 
     def _validate(self) -> None:
-        checks = [("split", self.split, SPLITS), ("shots", self.shots, (0, SHOTS)), ("method", self.method, METHODS),
-                  ("extract", self.extract, EXTRACTION_MODES),
-                  ("truncate", self.truncate, tuple(TRUNCATION_POLICIES))]
-        for name, value, allowed in checks:
-            if value not in allowed:
-                raise ValueError(f"cfinbench: {name}={value!r} is not one of {list(allowed)}")
         bad = [t for t in self.types if t not in QUESTION_TYPES]
         if bad or not self.types:
             raise ValueError(f"cfinbench: types={list(self.types)}; choose from {list(QUESTION_TYPES)}")
@@ -117,8 +105,6 @@ class CFinBenchOptions:
                              "only; use types=single_choice or method=gen")
         if self.method == "ll" and self.shots != 0:
             raise ValueError("cfinbench: the official log-likelihood config is 0-shot; use shots=0")
-        if self.max_tokens < 1:
-            raise ValueError("cfinbench: max_tokens must be at least 1")
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..._numbers import finite_or_none
 from ...data.errors import DataError
-from ...data.io import read_text
+from ...data.io import iter_jsonl, read_text
 from ...rating.compare import cohen_kappa, compare_ratings
 from ...stats import paired_test
 from .questions import CATEGORIES
@@ -44,13 +45,7 @@ def read_run(run: str | Path) -> dict[str, Any]:
     """{'mode', 'model', 'per_category': {CAT: {id: correctness/5}}} of one run directory."""
     path = _samples_file(run)
     per_category: dict[str, dict[str, float]] = {c: {} for c in CATEGORIES}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"not JSON: {err.msg}", path=path, line=number) from None
+    for _, row in iter_jsonl(path, allow_empty=True):
         score = row.get("score") or {}
         values = score.get("values") or {}
         category = (row.get("metadata") or {}).get("category")
@@ -65,6 +60,11 @@ def read_run(run: str | Path) -> dict[str, Any]:
         data = json.loads(results.read_text(encoding="utf-8"))
         info = {"mode": ((data.get("config") or {}).get("task_config") or {}).get("mode"), "model": data.get("model")}
     return {**info, "per_category": per_category}
+
+
+def _json_number(x: float) -> float | None:
+    """How this module's JSON writes a statistic: 4 decimals, null when missing."""
+    return finite_or_none(x, 4)
 
 
 def stars(p: float) -> str:
@@ -89,9 +89,7 @@ class ModeComparison:
     test: str
 
     def to_json(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return None if x is None or math.isnan(x) else round(x, 4)
-
+        num = _json_number
         return {"group": self.group, "n": self.n, "norag": num(self.norag), "rag": num(self.rag),
                 "delta_pct": num(self.delta_pct), "p_value": num(self.p_value), "stars": stars(self.p_value),
                 "test": self.test}
@@ -170,10 +168,7 @@ def judge_agreement(human_csv: str | Path, run_dir: str | Path) -> dict[str, Any
     agreement = compare_ratings(human, judge)
     shared = agreement.models
     kappa = cohen_kappa([round(human[q]) for q in shared], [round(judge[q]) for q in shared])
-
-    def num(x: float) -> float | None:
-        return None if math.isnan(x) else round(x, 4)
-
+    num = _json_number
     return {"n": len(shared), "mae": num(agreement.mae), "spearman": num(agreement.spearman),
             "spearman_p": num(agreement.spearman_p), "cohen_kappa": num(kappa),
             "only_human": list(agreement.only_in_a), "only_judge": list(agreement.only_in_b)}

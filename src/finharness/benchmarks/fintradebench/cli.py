@@ -9,18 +9,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
 import typer
+
+from ..._cli import fail
 
 fintradebench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                                 help="FinTradeBench: scale questions, compare No-RAG vs RAG runs, judge agreement, "
                                      "fundamentals vs the official values.")
-
-
-def _fail(message: str) -> NoReturn:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2)
 
 
 def _root(data_dir: Optional[Path]) -> Path:
@@ -28,7 +25,7 @@ def _root(data_dir: Optional[Path]) -> Path:
         return data_dir
     if os.environ.get("FINHARNESS_DATA_DIR"):
         return Path(os.environ["FINHARNESS_DATA_DIR"])
-    _fail("no data directory: pass --data-dir ROOT (holding fintradebench/) or set FINHARNESS_DATA_DIR")
+    fail("no data directory: pass --data-dir ROOT (holding fintradebench/) or set FINHARNESS_DATA_DIR")
 
 
 @fintradebench_app.command("scale")
@@ -51,7 +48,7 @@ def scale_command(
         seeds = read_questions(questions or root / SEED_FILE, MarketData(root).tickers_with_prices())
         variants, report = scale_questions(seeds, root, n, seed)
     except DataError as err:
-        _fail(str(err))
+        fail(str(err))
     write_variants(variants, out)
     summary = {"written": report.written, "requested": n, "attempts": report.attempts, "out": str(out),
                "skipped_seeds": dict(report.skipped_seeds), "rejected": dict(report.rejected)}
@@ -75,7 +72,7 @@ def compare_command(
     try:
         result = compare_modes(norag_dir, rag_dir)
     except DataError as err:
-        _fail(str(err))
+        fail(str(err))
     typer.echo(json.dumps(result, indent=2) if as_json else format_comparison(result))
 
 
@@ -91,7 +88,7 @@ def agreement_command(
     try:
         typer.echo(json.dumps(judge_agreement(human_csv, run_dir), indent=2))
     except DataError as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 @fintradebench_app.command("fundamentals")
@@ -108,13 +105,13 @@ def fundamentals_command(
     from ...markets.fundamentals import FundamentalsConfig, agreement_table, format_agreement
 
     if alignment not in ("daily", "quarter"):
-        _fail("--alignment must be daily or quarter")
+        fail("--alignment must be daily or quarter")
     try:
         rows = agreement_table(_root(data_dir), tickers.split(",") if tickers else None,
                                alignment=alignment,  # type: ignore[arg-type]
                                config=FundamentalsConfig(debt_includes_leases=leases))
     except DataError as err:
-        _fail(str(err))
+        fail(str(err))
     typer.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_agreement(rows))
 
 

@@ -34,6 +34,7 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
+from ..._numbers import format_number
 from ...markets.fundamentals import RATIOS, TickerFundamentals, load_official
 from ...markets.prices import load_prices, price_column
 from ...markets.signals import SIGNAL_COLUMNS, compute_signals
@@ -49,10 +50,6 @@ CONTEXT_FUNDAMENTALS: tuple[str, ...] = tuple(r for r in RATIOS if r != "Forecas
 """The release's FUNDAMENTALS_COLS (its context never shows Forecast Earnings/Price)."""
 
 FundamentalsSource = Literal["filings", "official"]
-
-
-def _fmt(value: float) -> str:
-    return "NA" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class MarketData:
         trading = "\n".join([
             f"[{ticker}] Trading/Price Data {window_note}",
             f"- AdjClose: first={first:.4f}, last={last:.4f}, pct_change={change:.2f}%",
-            "- Indicators: " + ", ".join(f"{k}={_fmt(v)}" for k, v in values.items()),
+            "- Indicators: " + ", ".join(f"{k}={format_number(v, 4, missing='NA')}" for k, v in values.items()),
         ]) + "\n"
         lines = [f"[{ticker}] Fundamentals (median in window):"]
         frame = self.fundamentals_frame(ticker, list(window.index))
@@ -168,7 +165,7 @@ class MarketData:
         else:
             medians = {r: float(np.nanmedian(frame[r])) if np.isfinite(frame[r]).any() else math.nan
                        for r in CONTEXT_FUNDAMENTALS}
-            lines += [f"  * F_{r}: {_fmt(v)}" for r, v in medians.items()]
+            lines += [f"  * F_{r}: {format_number(v, 4, missing='NA')}" for r, v in medians.items()]
             if all(not math.isfinite(v) for v in medians.values()):
                 lines.append("  * No fundamental data found.")
         return trading, "\n".join(lines) + "\n", window.index[-1].date().isoformat()

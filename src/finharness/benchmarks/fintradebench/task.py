@@ -46,11 +46,12 @@ import datetime as dt
 import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import mean_metrics
+from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
@@ -77,17 +78,6 @@ SELECTION_MAX_TOKENS = 32
 def _natural(question_id: str) -> tuple[str, int, str]:
     match = re.match(r"^([A-Z]+)(\d+)(.*)$", question_id)
     return (match.group(1), int(match.group(2)), match.group(3)) if match else (question_id, 0, "")
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"fintradebench: select={value!r} is not true/false")
 
 
 @dataclass(frozen=True)
@@ -117,47 +107,21 @@ class FinTradeOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"fintradebench: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        mode = str(values.get("mode", "norag"))
-        if mode not in MODES:
-            raise ValueError(f"fintradebench: mode={mode!r} is not one of {list(MODES)}")
-        levels = values.get("levels", ())
-        if isinstance(levels, str):
-            levels = tuple(x.strip() for x in levels.split(",") if x.strip())
-        levels = tuple(levels) or DEFAULT_LEVELS[mode]
+        parsed = parse_task_options(cls, options, "fintradebench",
+                                    choices={"mode": MODES, "judge_context": ("ideal", "none"),
+                                             "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off")},
+                                    at_least_one=("per_category", "max_tokens", "budget_tokens"))
+        levels = parsed.levels or DEFAULT_LEVELS[parsed.mode]
         bad = [x for x in levels if x not in (*LEVELS, BARE)]
         if bad:
             raise ValueError(f"fintradebench: levels {bad} unknown; choose from {', '.join((*LEVELS, BARE))}")
-        if mode == "norag" and EVIDENCE_LEVELS & set(levels):
+        if parsed.mode == "norag" and EVIDENCE_LEVELS & set(levels):
             raise ValueError("fintradebench: levels L5 and L6 cite retrieved evidence; mode norag takes L1-L4 "
                              "and 'bare' (use --mode rag or ideal for L5/L6)")
-        select = _bool(values.get("select", True))
-        if not select and len(levels) != 1:
+        if not parsed.select and len(levels) != 1:
             raise ValueError("fintradebench: select=false judges one answer; give exactly one level "
                              "(e.g. -o levels=L3 -o select=false)")
-        per_category = values.get("per_category")
-        parsed = cls(mode=mode, levels=levels, select=select,
-                     per_category=None if per_category is None else int(per_category),
-                     questions=None if values.get("questions") is None else str(values["questions"]),
-                     max_tokens=int(values.get("max_tokens", 1024)),
-                     judge_context=str(values.get("judge_context", "ideal")),
-                     fundamentals=str(values.get("fundamentals", "filings")),
-                     budget_tokens=int(values.get("budget_tokens", 2000)), dense=str(values.get("dense", "auto")))
-        checks = [("judge_context", parsed.judge_context, ("ideal", "none")),
-                  ("fundamentals", parsed.fundamentals, ("filings", "official")),
-                  ("dense", parsed.dense, ("auto", "on", "off"))]
-        for name, value, allowed in checks:
-            if value not in allowed:
-                raise ValueError(f"fintradebench: {name}={value!r} is not one of {list(allowed)}")
-        if parsed.per_category is not None and parsed.per_category < 1:
-            raise ValueError("fintradebench: per_category must be at least 1")
-        if parsed.max_tokens < 1 or parsed.budget_tokens < 1:
-            raise ValueError("fintradebench: max_tokens and budget_tokens must be at least 1")
-        return parsed
+        return replace(parsed, levels=levels)
 
 
 class FinTradeBenchTask(Task):

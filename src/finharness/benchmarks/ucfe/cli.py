@@ -9,17 +9,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
 
+from ..._cli import fail
+
 ucfe_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="UCFE: judge two runs' dialogues in pairs (then `finharness rate`).")
-
-
-def _fail(message: str) -> NoReturn:
-    typer.secho(f"error: {message}", fg="red", err=True)
-    raise typer.Exit(2)
 
 
 def _slug(text: str) -> str:
@@ -61,7 +58,7 @@ def judge_command(
     from .judge import JUDGE_MODES, JudgeSettings, PairJudge, summary
 
     if mode not in JUDGE_MODES:
-        _fail(f"--mode must be one of {', '.join(JUDGE_MODES)}")
+        fail(f"--mode must be one of {', '.join(JUDGE_MODES)}")
     try:
         side_a, side_b = load_dialogues(run_a), load_dialogues(run_b)
         wanted = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
@@ -70,11 +67,11 @@ def judge_command(
         items = load_items(resolve_bench_file(resolve_data_dir(data_dir)), wanted)
         backend = from_spec(judge)
     except (DataError, SpecError) as err:
-        _fail(str(err))
+        fail(str(err))
     items = items[:limit] if limit is not None else items
     names = (name_a or side_a.name, name_b or side_b.name)
     if names[0] == names[1]:
-        _fail(f"both runs are named {names[0]!r}; tell them apart with --name-a / --name-b")
+        fail(f"both runs are named {names[0]!r}; tell them apart with --name-a / --name-b")
     out = out or Path("runs") / f"ucfe-judge__{_slug(names[0])}__{_slug(names[1])}__{mode}" / "matches.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")

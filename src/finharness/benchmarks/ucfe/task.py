@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import mean_metrics
+from ...core.options import check_choice, comma_tuple, given_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import Sample, Score
 from ...data.errors import DataError
@@ -64,17 +65,12 @@ class UCFEOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "UCFEOptions":
-        known = {"tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens", "draw"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"ucfe: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        tasks = values.get("tasks", ())
-        if isinstance(tasks, str):
-            tasks = tuple(t.strip() for t in tasks.split(",") if t.strip())
+        # max_tokens, user_max_tokens and draw go into the simulation settings, not a field of their own
+        values = given_options(options, ("tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens", "draw"),
+                               "ucfe")
+        tasks = comma_tuple(values.get("tasks", ()))
         mode = str(values.get("mode", "simulate"))
-        if mode not in MODES:
-            raise ValueError(f"ucfe: mode={mode!r} is not one of {list(MODES)}")
+        check_choice("ucfe", "mode", mode, MODES)
         frozen_from = values.get("frozen_from")
         if (mode == "frozen-user") != (frozen_from is not None):
             raise ValueError("ucfe: mode 'frozen-user' needs -o frozen_from=PATH (a UCFE log .json, a run directory "
@@ -94,7 +90,7 @@ class UCFEOptions:
                 if number < (0 if key == "draw" else 1):
                     raise ValueError(f"ucfe: {key} must be {'>= 0' if key == 'draw' else '>= 1'}, got {number}")
                 settings = replace(settings, **{key: number})
-        return cls(tuple(tasks), mode, None if frozen_from is None else str(frozen_from), sha, settings)
+        return cls(tasks, mode, None if frozen_from is None else str(frozen_from), sha, settings)
 
 
 class UCFETask(Task):

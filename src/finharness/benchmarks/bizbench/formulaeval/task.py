@@ -15,11 +15,12 @@ Aggregate.extra['failure_classes'].
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ....core.metrics import grouped, mean_metrics
+from ....core.options import parse_task_options
 from ....core.task import Aggregate, Models, SampleRecord, Task
 from ....core.types import GenerateParams, Sample, Score
 from ....extract.code import UNPARSEABLE, extract_code
@@ -49,17 +50,8 @@ class FormulaEvalOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FormulaEvalOptions":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"bizbench/formulaeval: unknown option(s) {unknown}; known: {sorted(known)}")
-        values = {k: v for k, v in options.items() if v is not None}
-        parsed = cls(**{k: (str(v) if k == "extract" else int(v)) for k, v in values.items()})
-        if parsed.extract not in EXTRACTION_MODES:
-            raise ValueError(f"bizbench/formulaeval: extract={parsed.extract!r} is not one of {list(EXTRACTION_MODES)}")
-        if parsed.cases < 1 or parsed.max_tokens < 1 or parsed.pool_size < 1:
-            raise ValueError("bizbench/formulaeval: cases, max_tokens and pool_size must be at least 1")
-        return parsed
+        return parse_task_options(cls, options, "bizbench/formulaeval", choices={"extract": EXTRACTION_MODES},
+                                  at_least_one=("cases", "max_tokens", "pool_size"))
 
 
 @dataclass(frozen=True)
