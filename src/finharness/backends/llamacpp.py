@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import threading
 from dataclasses import dataclass, fields
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 from urllib.parse import parse_qsl
@@ -45,7 +47,8 @@ from scipy.special import log_softmax
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.types import (
     GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob)
-from .model_files import file_sha256
+from ..data.io import atomic_write_text
+from .model_files import cache_dir, file_sha256
 
 _T = TypeVar("_T")
 
@@ -126,6 +129,7 @@ class LlamaCppBackend(BaseBackend):
         self._load_lock = threading.Lock()
         self._generator: Any = None  # llama_cpp.Llama, logits_all=False
         self._scorer: Any = None  # llama_cpp.Llama, logits_all=True
+        self._vocab: Any = None  # llama_cpp.Llama, vocab_only=True (tokens and metadata)
 
     # --- loading -----------------------------------------------------------------------------
 
@@ -154,9 +158,17 @@ class LlamaCppBackend(BaseBackend):
             return self._scorer
 
     def _tokenizer_model(self) -> Any:
-        """Any loaded context serves for tokens and metadata; load the generation one if none is."""
-        scorer = self._scorer
-        return scorer if scorer is not None else self._generation_model()
+        """Any loaded context serves for tokens and metadata; else a vocabulary-only load (cheap,
+        so a fully cached rerun never loads the weights)."""
+        loaded = self._scorer if self._scorer is not None else self._generator
+        if loaded is not None:
+            return loaded
+        with self._load_lock:
+            if self._vocab is None:
+                import llama_cpp
+
+                self._vocab = llama_cpp.Llama(model_path=str(self.model_path), vocab_only=True, verbose=False)
+            return self._vocab
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         def locked() -> _T:
@@ -171,15 +183,22 @@ class LlamaCppBackend(BaseBackend):
         """The GGUF's 'tokenizer.chat_template' metadata, None when the file has none."""
         return self._tokenizer_model().metadata.get("tokenizer.chat_template")
 
-    def identity(self) -> Mapping[str, Any]:
-        import llama_cpp
+    def _cached_chat_template(self) -> str | None:
+        """The chat template, read from the GGUF once per model file and then kept beside its hash."""
+        path = cache_dir() / "hashes" / f"{self._model_sha256}.chat_template.json"
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))["chat_template"]
+        template = self.chat_template()
+        atomic_write_text(path, json.dumps({"chat_template": template}))
+        return template
 
+    def identity(self) -> Mapping[str, Any]:
         if self._model_sha256 is None:
             self._model_sha256 = file_sha256(self.model_path)
         return {
-            "engine": f"llama.cpp (llama-cpp-python {llama_cpp.__version__})",
+            "engine": f"llama.cpp (llama-cpp-python {metadata.version('llama_cpp_python')})",
             "model_sha256": self._model_sha256,
-            "chat_template": self.chat_template(),
+            "chat_template": self._cached_chat_template(),
             "n_ctx": self.options.n_ctx,
         }
 

@@ -133,7 +133,9 @@ def _letters_of(match_text: str, letters: str) -> list[str]:
 
 def _option_text_letters(text: str, options: Mapping[str, str]) -> list[str]:
     """Options whose text the reply repeats; an option contained in another found option is dropped."""
-    normalised = {k: unicodedata.normalize("NFKC", v).strip().rstrip("。.") for k, v in options.items()}
+    # case-folded: 'the Balance Sheet' names the option 'Balance sheet'
+    normalised = {k: unicodedata.normalize("NFKC", v).strip().rstrip("。.").casefold() for k, v in options.items()}
+    text = text.casefold()
     found = {k: v for k, v in normalised.items() if len(v) >= 2 and v in text}
     return sorted(k for k, v in found.items()
                   if not any(v != other and v in other for other in found.values()))

@@ -16,7 +16,8 @@ from ...extract.choices import extract_choice
 DATA = Path(__file__).with_name("demo_exam.jsonl")
 
 INSTRUCTION = {
-    "en": "Answer the following multiple-choice question. Reply with 'Answer: X' where X is one letter.",
+    "en": ("Answer the following single-choice question. Reply only with 'Answer: X', where X is one letter, "
+           "and no explanation."),
     "zh": "请回答下面的单项选择题，并以“答案：X”的格式作答，X为一个字母。",
 }
 
@@ -29,7 +30,7 @@ class DemoTask(Task):
     name = "demo"
     description = "12 single-choice finance questions (en + zh) shipped with finharness"
 
-    def __init__(self, max_tokens: int = 32):
+    def __init__(self, max_tokens: int = 64):
         super().__init__(max_tokens=max_tokens)
         self.max_tokens = max_tokens
 
