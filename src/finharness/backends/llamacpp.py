@@ -42,7 +42,6 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 from urllib.parse import parse_qsl
 
 import numpy as np
-from scipy.special import log_softmax
 
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.types import (
@@ -324,6 +323,8 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: context ({n_context} tokens) + longest continuation needs {positions} "
                 f"positions, more than n_ctx={self.options.n_ctx}; shorten the context or raise n_ctx "
                 "(?n_ctx=...)")
+        from scipy.special import log_softmax  # here, not at import: scipy costs ~1 s of start-up
+
         try:
             # KV reuse across requests: keep the longest prefix of the context that is already
             # evaluated; its logits rows in llm.scores stay valid.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from statistics import NormalDist
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,15 @@ class Estimate:
     """Sampling variance of `value` (used to combine estimates)."""
 
 
+def _z(p: float) -> float:
+    """Standard normal quantile."""
+    return NormalDist().inv_cdf(p)
+
+
 def wilson_ci(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     if n == 0:
         return (math.nan, math.nan)
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = _z(0.5 + confidence / 2)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
@@ -51,12 +56,14 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
     if np.all((x == 0) | (x == 1)):
         # Agresti-Coull variance: never 0 at p = 0 or 1, so macro averages of such parts keep a real CI
-        z2 = float(stats.norm.ppf(0.5 + confidence / 2)) ** 2
+        z2 = float(_z(0.5 + confidence / 2)) ** 2
         p_adj = (float(x.sum()) + z2 / 2) / (n + z2)
         return Estimate(mean, wilson_ci(float(x.sum()), n, confidence), n, p_adj * (1 - p_adj) / (n + z2))
     if n == 1 or var_of_mean == 0.0:
         return Estimate(mean, (mean, mean), n, var_of_mean)
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * math.sqrt(var_of_mean)
+    from scipy.special import stdtrit  # loaded only when needed: scipy costs a second at start-up
+
+    half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(var_of_mean)
     return Estimate(mean, (mean - half, mean + half), n, var_of_mean)
 
 
@@ -74,7 +81,7 @@ def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float 
     scale = (total / kept_total) if renormalise and kept_total > 0 else 1.0
     value = sum(w * scale * e.value for w, e in kept)
     var = sum((w * scale) ** 2 * e.variance for w, e in kept)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = float(_z(0.5 + confidence / 2))
     half = z * math.sqrt(var)
     lo, hi = value - half, value + half
     if all(0.0 <= e.ci95[0] and e.ci95[1] <= 1.0 for _, e in kept):  # fractions stay fractions

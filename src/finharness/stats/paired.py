@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -33,6 +32,8 @@ class PairedResult:
 
 
 def paired_test(a: Mapping[str, float], b: Mapping[str, float]) -> PairedResult:
+    from scipy import stats  # imported here: scipy.stats costs about a second at start-up
+
     ids = sorted(set(a) & set(b))
     x = np.asarray([a[i] for i in ids], dtype=float)
     y = np.asarray([b[i] for i in ids], dtype=float)
