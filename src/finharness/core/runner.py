@@ -363,7 +363,9 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         "notes": notes,
         "extra": to_jsonable(agg.extra),
         "timing": {"wall_s": round(wall_s, 3),
-                   "completion_tokens_per_s": round(counters.completion_tokens / wall_s, 2) if wall_s > 0 else None},
+                   "completion_tokens_per_s": round(counters.completion_tokens / wall_s, 2) if wall_s > 0 else None,
+                   "tokens_per_s": (round((counters.prompt_tokens + counters.completion_tokens
+                                           + counters.tokens_evaluated) / wall_s, 2) if wall_s > 0 else None)},
         "versions": dict(versions),
     }
 
