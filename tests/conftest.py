@@ -25,3 +25,14 @@ def shared_data() -> Path:
             pytest.fail(msg + " (FINHARNESS_REQUIRE_SHARED=1)")
         pytest.skip(msg)
     return path
+
+
+def skip_or_fail_without_bwrap(problem: str | None) -> None:
+    """Skip a bubblewrap test where bwrap cannot run; fail instead under FINHARNESS_REQUIRE_BWRAP=1 (CI),
+    so a broken sandbox set-up cannot hide behind a skip."""
+    if problem is None:
+        return
+    msg = f"bubblewrap unavailable: {problem}"
+    if os.environ.get("FINHARNESS_REQUIRE_BWRAP") == "1":
+        pytest.fail(msg + " (FINHARNESS_REQUIRE_BWRAP=1)")
+    pytest.skip(msg)

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_or_fail_without_bwrap
+
 from finharness.sandbox import Limits, Sandbox, bwrap_problem
 from finharness.sandbox.launch import python_roots
 
@@ -192,15 +194,16 @@ def host(tmp_path_factory):
 
 CONFIGS = {"bwrap+audit": ("bwrap", True), "bwrap": ("bwrap", False), "rlimits+audit": ("rlimits", True)}
 # The default run attacks the configuration "auto" picks here; the other two are marked slow.
-_AUTO = "bwrap+audit" if bwrap_problem() is None else "rlimits+audit"
+_AUTO = ("bwrap+audit" if bwrap_problem() is None or os.environ.get("FINHARNESS_REQUIRE_BWRAP") == "1"
+         else "rlimits+audit")
 _PARAMS = [pytest.param(name, marks=() if name == _AUTO else pytest.mark.slow) for name in CONFIGS]
 
 
 @pytest.fixture(scope="module", params=_PARAMS)
 def sandbox(request, host):
     isolation, audit = CONFIGS[request.param]
-    if isolation == "bwrap" and bwrap_problem() is not None:
-        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+    if isolation == "bwrap":
+        skip_or_fail_without_bwrap(bwrap_problem())
     with Sandbox(pool_size=1, limits=LIMITS, isolation=isolation, audit=audit) as box:
         assert box.isolation.startswith(isolation) and box.isolation.endswith("audit") == audit
         yield box

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import skip_or_fail_without_bwrap
+
 from finharness.sandbox import Limits, Sandbox, bwrap_problem
 
 LIMITS = Limits(cpu_s=2, wall_s=10, memory_mb=1024, file_mb=5, nproc=16, stdout_chars=50)
@@ -21,8 +23,8 @@ LIMITS = Limits(cpu_s=2, wall_s=10, memory_mb=1024, file_mb=5, nproc=16, stdout_
 
 @pytest.fixture(scope="module", params=["bwrap", "rlimits"])
 def sandbox(request):
-    if request.param == "bwrap" and bwrap_problem() is not None:
-        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+    if request.param == "bwrap":
+        skip_or_fail_without_bwrap(bwrap_problem())
     with Sandbox(pool_size=2, limits=LIMITS, isolation=request.param) as box:
         yield box
 
@@ -155,8 +157,8 @@ def test_memory_limit_below_the_preloaded_libraries_is_refused():
 
 @pytest.mark.parametrize("isolation", ["bwrap", "rlimits"])
 def test_workers_die_with_the_harness(isolation):
-    if isolation == "bwrap" and bwrap_problem() is not None:
-        pytest.skip(f"bubblewrap unavailable: {bwrap_problem()}")
+    if isolation == "bwrap":
+        skip_or_fail_without_bwrap(bwrap_problem())
     script = ("import json, time\nfrom finharness.sandbox import Sandbox\n"
               f"box = Sandbox(pool_size=1, isolation={isolation!r})\n"
               "print(json.dumps(box.worker_pids()), flush=True)\ntime.sleep(120)\n")

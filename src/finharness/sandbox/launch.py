@@ -94,7 +94,10 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
             argv += ["--ro-bind", host, host]
     for path in _HOST_ETC_FILES:
         argv += ["--ro-bind-try", path, path]
-    made = {"/", "/usr", "/tmp", "/proc", "/dev"}
+    # The private scratch tmpfs goes first: a Python or venv that lives under /tmp (a CI clone)
+    # is then bound on top of it instead of being hidden by it.
+    argv += ["--size", str(limits.tmpfs_mb * 2**20), "--perms", "1777", "--tmpfs", SCRATCH_INSIDE]
+    made = {"/", "/usr", SCRATCH_INSIDE, "/proc", "/dev"}
     for root in python_roots():
         # bwrap creates missing parents with mode 0700, unreadable after the uid switch.
         for parent in reversed(Path(root).parents):
@@ -106,7 +109,6 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
     argv += ["--perms", "0755", "--dir", os.path.dirname(ZYGOTE_INSIDE),
              "--ro-bind", str(ZYGOTE_SOURCE), ZYGOTE_INSIDE,
              "--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.tmpfs_mb * 2**20), "--perms", "1777", "--tmpfs", SCRATCH_INSIDE,
              "--chdir", SCRATCH_INSIDE, "--"]
     if uid is not None:
         # Root outside: Python never runs privileged, not even its startup.
