@@ -305,6 +305,49 @@ def score(
         _print_results(results)
 
 
+@app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="Run directory A (holding samples.jsonl)."),
+    run_b: Path = typer.Argument(..., help="Run directory B, scored on the same items."),
+    value: Optional[str] = typer.Option(None, help="A per-sample score value (a key of score.values); "
+                                                   "default: the headline score."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Paired comparison of two runs on the items both scored: B − A, its 95% CI and p-value
+    (exact McNemar for 0/1 scores, else the paired t-test)."""
+    from dataclasses import asdict
+
+    from .data.errors import DataError
+    from .data.io import iter_jsonl
+    from .stats import paired_test
+
+    def per_sample(run: Path) -> dict[str, float]:
+        out = {}
+        try:
+            for _, line in iter_jsonl(run / "samples.jsonl"):
+                score = line.get("score")
+                if not score:
+                    continue
+                v = score["value"] if value is None else score.get("values", {}).get(value)
+                if v is not None:
+                    out[line["id"]] = float(v)
+        except DataError as err:
+            fail(str(err))
+        return out
+
+    a, b = per_sample(run_a), per_sample(run_b)
+    result = paired_test(a, b)
+    if result.n == 0:
+        fail(f"{run_a} and {run_b} share no scored items" + (f" with value {value!r}" if value else ""))
+    report = {"a": str(run_a), "b": str(run_b), "value": value or "headline", **asdict(result),
+              "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a))}
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    typer.echo(f"n={result.n}  A={result.mean_a:.4f}  B={result.mean_b:.4f}  B−A={result.diff:+.4f} "
+               f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]  p={result.p_value:.4g} ({result.test})")
+
+
 @app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Benchmarks and tasks, backends, datasets."""
