@@ -97,3 +97,12 @@ def test_every_shared_filing_parses_with_period_and_mdna(shared_data: Path, tmp_
         titles = [s.title for s in filing.sections]
         assert any(re.search(r"management.s discussion", t, re.IGNORECASE) for t in titles), (ref.path, titles)
         assert len(filing.sections) >= 8
+
+
+def test_a_line_break_inside_a_table_cell_separates_words():
+    from lxml import etree
+
+    from finharness.markets.filings import _row_text
+
+    row = etree.fromstring("<tr><td>December 30,<br/>2023</td><td>jurisdiction<br/>of</td><td>$</td><td>1,234</td></tr>")
+    assert _row_text(row) == "December 30, 2023 | jurisdiction of | $1,234"

@@ -33,7 +33,7 @@ from finharness.data.io import atomic_write_text
 FILINGS_FOLDER = Path("fintradebench") / "SEC_Filings"
 """Where the filings live under a data root (``--data-dir``)."""
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: a <br> or block inside a table cell separates words
 """Bumped whenever extraction or sectioning changes, so cached parses are not reused."""
 
 _FILENAME = re.compile(r"^(?P<form>10-[KQ])_(?P<filed>\d{4}-\d{2}-\d{2})_(?P<accession>\d{10}-\d{2}-\d{6})\.html?$",
@@ -249,6 +249,21 @@ def _readable_lines(root) -> list[str]:
     return lines
 
 
+_BREAKING_TAGS = frozenset({"br", "p", "div", "li"})
+
+
+def _text_with_breaks(element) -> str:
+    """Like ''.join(itertext()), but a <br> or a block element separates the words around it
+    ('December 30,<br/>2023' reads 'December 30, 2023', not 'December 30,2023')."""
+    parts = [element.text or ""]
+    for child in element:
+        breaks = _local(child.tag) in _BREAKING_TAGS
+        if isinstance(child.tag, str):
+            parts.extend((" " if breaks else "", _text_with_breaks(child), " " if breaks else ""))
+        parts.append(child.tail or "")
+    return "".join(parts)
+
+
 def _row_text(row) -> str:
     """One table row: non-empty cells joined by ' | ', lone '$'/'(' and ')'/'%' cells glued to a neighbour."""
     cells: list[str] = []
@@ -256,7 +271,7 @@ def _row_text(row) -> str:
     for cell in row:
         if _local(cell.tag) not in ("td", "th"):
             continue
-        text = _SPACES.sub(" ", "".join(cell.itertext())).strip()
+        text = _SPACES.sub(" ", _text_with_breaks(cell)).strip()
         if not text:
             continue
         if _LEADING_CELL.match(text):
