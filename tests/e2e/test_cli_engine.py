@@ -124,3 +124,9 @@ def test_compare_two_runs_on_the_same_items(tmp_path: Path):
     assert out["n"] == 12 and out["test"] == "mcnemar-exact"
     assert out["diff"] == pytest.approx(acc["b"] - acc["a"])
     assert 0.0 <= out["p_value"] <= 1.0
+
+
+def test_demo_command_says_where_the_results_are(tmp_path: Path):
+    proc = cli("demo", "--model", "fake", "--out", "d", cwd=tmp_path, check=True)
+    assert "results: d/results.json" in proc.stdout
+    assert json.loads((tmp_path / "d" / "results.json").read_text())["status"] == "complete"
