@@ -6,7 +6,8 @@ store's content address and never changes after it is made.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any, Literal, Mapping
 
 
@@ -187,14 +188,23 @@ class Score:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses, tuples and mappings to plain JSON values."""
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: to_jsonable(v) for k, v in asdict(obj).items()}
-    if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    """Dataclasses, tuples and mappings to plain JSON values (on the hot path of every call: no asdict copy)."""
+    if obj is None or isinstance(obj, (str, int, float)):
+        return obj
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if hasattr(obj, "__dataclass_fields__"):
+        return {name: to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
     return obj
+
+
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def messages(*turns: tuple[str, str]) -> tuple[Message, ...]:
