@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-SCRIPTS = ["signals_bench.py", "sandbox_bench.py", "ll_reuse.py", "retrieval_bench.py", "openai_throughput.py"]
+SCRIPTS = ["overhead_bench.py", "signals_bench.py", "sandbox_bench.py", "ll_reuse.py", "retrieval_bench.py", "openai_throughput.py"]
 
 
 def main() -> int:
