@@ -196,19 +196,21 @@ def run(
         fail(str(err))
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
+    resolved_data_dir = resolve_data_dir(data_dir)
+    run_versions = versions()
     run_store = RunStore(store_path)
     try:
         with LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
-            result = asyncio.run(run_task(task_obj, backends, run_store, data_dir=resolve_data_dir(data_dir),
+            result = asyncio.run(run_task(task_obj, backends, run_store, data_dir=resolved_data_dir,
                                           out_dir=out, limit=limit, subset=subset, concurrency=concurrency, seed=seed,
                                           budget=PromptBudget(max_prompt_tokens, truncate), progress=progress,
-                                          versions=versions()))
+                                          versions=run_versions))
     except (DataError, SpecError, ValueError) as err:
         fail(str(err))
     finally:
         run_store.close()
     manifest = {"command": sys.argv, "started": started, "finished": time.time(), "run_key": result.results["run_key"],
-                "store": str(store_path), "data_dir": str(resolve_data_dir(data_dir)), "versions": versions(),
+                "store": str(store_path), "data_dir": str(resolved_data_dir), "versions": run_versions,
                 "config": result.results["config"]}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     _print_results(result.results)
@@ -255,7 +257,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the results JSON."),
 ) -> None:
     """Score predictions produced elsewhere, with the task's own extraction and scoring."""
-    from .core.runner import RunConfig, RunCounters, build_results, check_unique_ids, sample_line, score_records
+    from .core.runner import RunConfig, RunCounters, build_results, check_unique_ids, score_records, write_run
     from .core.store import content_key
     from .data.errors import DataError
     from .data.io import iter_jsonl
@@ -293,12 +295,7 @@ def score(
         results["notes"].append(f"{missing} of {len(samples)} samples have no prediction and are not scored")
         results["counts"]["missing_predictions"] = missing
     if out is not None:
-        from .data.io import atomic_write_text
-
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "samples.jsonl", "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n"
-                                                     for r in records))
-        atomic_write_text(out / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+        write_run(out, records, results)
     if as_json:
         typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
     else:

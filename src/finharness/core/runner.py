@@ -337,6 +337,14 @@ def sample_line(rec: SampleRecord) -> dict[str, Any]:
     }
 
 
+def write_run(out_dir: Path, records: Sequence[SampleRecord], results: Mapping[str, Any]) -> None:
+    """samples.jsonl, then results.json, each atomically: a results.json on disk means the run ended."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "samples.jsonl",
+                      "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(out_dir / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+
+
 def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
                   counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
                   run_key: str) -> dict[str, Any]:
@@ -435,8 +443,5 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,
                                  versions=versions or {}, run_key=run_key)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out_dir / "samples.jsonl",
-                      "".join(json.dumps(sample_line(r), ensure_ascii=False) + "\n" for r in records))
-        atomic_write_text(out_dir / "results.json", json.dumps(results_json, ensure_ascii=False, indent=2) + "\n")
+        write_run(out_dir, records, results_json)
     return RunResult(results_json, records, out_dir)
