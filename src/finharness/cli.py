@@ -168,11 +168,18 @@ def run(
     max_prompt_tokens: Optional[int] = typer.Option(None, help="Prompt budget below the context length."),
     option: list[str] = typer.Option([], "--option", "-o", help="Further task options KEY=VALUE."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    executor: str = typer.Option("local", help="Where samples are solved: local | ray (shards over a Ray "
+                                 "cluster, one backend per worker; pip install 'finharness[ray]')."),
+    address: Optional[str] = typer.Option(None, help="Ray cluster for --executor ray: auto, ray://HOST:10001... "
+                                          "(default $RAY_ADDRESS, else a new local cluster)."),
+    shards: Optional[int] = typer.Option(None, min=1, help="Shards (Ray tasks) for --executor ray "
+                                         "(default one per CPU of the cluster)."),
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
     Rerunning the same command resumes: completed calls come from the run store."""
     import asyncio
+    from contextlib import nullcontext
 
     from .backends import from_spec
     from .core.backend import SpecError
@@ -182,29 +189,49 @@ def run(
 
     if truncate not in TRUNCATION_POLICIES:
         fail(f"--truncate must be one of {', '.join(TRUNCATION_POLICIES)}")
-    task_obj = _make_task(task, _task_options(split, shots, method, extract, mode, option))
+    if executor not in ("local", "ray"):
+        fail("--executor must be local or ray")
+    if executor == "local" and (address is not None or shards is not None):
+        fail("--address and --shards need --executor ray")
+    if executor == "ray":
+        from importlib.util import find_spec
+
+        from .core.ray_executor import INSTALL_HINT
+
+        if find_spec("ray") is None:
+            fail(INSTALL_HINT)
+    task_opts = _task_options(split, shots, method, extract, mode, option)
+    task_obj = _make_task(task, task_opts)
     out = out or Path("runs") / f"{_slug(task)}__{_slug(model)}"
     store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
                            else out / "store.sqlite")
+    specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
     try:
-        backends = {"model": from_spec(model)}
-        if judge:
-            backends["judge"] = from_spec(judge)
-        if user_model:
-            backends["user"] = from_spec(user_model)
+        backends = {role: from_spec(spec) for role, spec in specs.items()}
     except SpecError as err:
         fail(str(err))
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()
+    run_options = {"data_dir": resolved_data_dir, "limit": limit, "subset": subset, "concurrency": concurrency,
+                   "seed": seed, "budget": PromptBudget(max_prompt_tokens, truncate)}
+    sample_executor, cluster = None, nullcontext()
+    if executor == "ray":
+        from functools import partial
+
+        from .benchmarks.registry import task_class
+        from .core.ray_executor import RayExecutor, ShardJob, ray_session
+        from .core.runner import make_task
+
+        job = ShardJob(task_factory=partial(make_task, task_class(task), task_opts), backend_specs=specs,
+                       backend_factory=from_spec, run_options=run_options)
+        sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     run_store = RunStore(store_path)
     try:
-        with LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
-            result = asyncio.run(run_task(task_obj, backends, run_store, data_dir=resolved_data_dir,
-                                          out_dir=out, limit=limit, subset=subset, concurrency=concurrency, seed=seed,
-                                          budget=PromptBudget(max_prompt_tokens, truncate), progress=progress,
-                                          versions=run_versions))
+        with cluster, LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
+            result = asyncio.run(run_task(task_obj, backends, run_store, out_dir=out, progress=progress,
+                                          versions=run_versions, executor=sample_executor, **run_options))
     except (DataError, SpecError, ValueError) as err:
         fail(str(err))
     finally:
@@ -428,7 +455,7 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     """Run the built-in demo exam on the embedded model and say where the results are."""
     run(task="demo", model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
-        max_prompt_tokens=None, option=[], quiet=False)
+        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None)
 
 
 def _register_extensions() -> None:

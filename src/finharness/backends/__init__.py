@@ -1,7 +1,8 @@
 """Backends, resolved from a model spec. A new backend is one module plus one line here.
 
 Specs: `embedded` (default), `embedded:1.5b`, `llamacpp:PATH.gguf`, `openai:MODEL[@BASE_URL]`,
-`anthropic:MODEL[@BASE_URL]`, `fake[?latency=S&...]`, `replay:FILE`.
+`anthropic:MODEL[@BASE_URL]`, `vllm:PATH_OR_HF_ID[?max_model_len=N&...]` (GPU, `pip install vllm`),
+`fake[?latency=S&...]`, `replay:FILE`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ SCHEMES: dict[str, str] = {
     "llamacpp": "finharness.backends.llamacpp:from_spec",
     "openai": "finharness.backends.openai_compat:from_spec",
     "anthropic": "finharness.backends.anthropic:from_spec",
+    "vllm": "finharness.backends.vllm:from_spec",
     "fake": "finharness.backends.fake:from_spec",
     "replay": "finharness.backends.replay:from_spec",
 }

@@ -12,15 +12,16 @@ import inspect
 import json
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Collection, Mapping, Sequence
 
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
 from .backend import Backend, BackendError, CallFailed
+from .limiter import AdaptiveLimiter
 from .metrics import metrics_json
-from .retry import RetryPolicy, call_with_retries
+from .retry import RetryPolicy
 from .store import RunStore, content_key
 from .task import Aggregate, Models, SampleRecord, Task
 from .types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
@@ -49,6 +50,10 @@ class RunCounters:
     """Generations cut by max_tokens."""
     budget_truncations: int = 0
     """Prompts cut to fit the budget by a named policy."""
+    concurrency_shrinks: int = 0
+    """Times a model's concurrency limit was halved after a rate-limit refusal (429/529)."""
+    concurrency_min_limit: int | None = None
+    """The lowest concurrency limit any model reached (None: no limit ever shrank)."""
     samples_done: int = 0
     samples_total: int = 0
     failure_messages: list[str] = field(default_factory=list)
@@ -57,6 +62,20 @@ class RunCounters:
         d = {k: v for k, v in self.__dict__.items() if k != "failure_messages"}
         d["failure_examples"] = self.failure_messages[:10]
         return d
+
+    def add(self, part: "RunCounters") -> None:
+        """Add the counts of a part of this run made elsewhere (a Ray worker's shard); the sample
+        totals stay this run's own."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(part, f.name)
+            if f.name in ("samples_done", "samples_total") or theirs is None:
+                continue
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif f.name.endswith("_min_limit"):  # a lowest value, not a count
+                setattr(self, f.name, theirs if mine is None else min(mine, theirs))
+            else:
+                setattr(self, f.name, mine + theirs)
 
 
 def response_from_json(kind: str, data: Mapping[str, Any]) -> GenerateResponse | LoglikelihoodResponse:
@@ -102,8 +121,19 @@ class CachedModel:
         self.trace = trace if trace is not None else []
         if _shared is None:
             limit = concurrency or backend.capabilities.max_concurrency or 1
-            _shared = {"sem": asyncio.Semaphore(limit), "identity": dict(backend.identity())}
+            _shared = {"limiter": AdaptiveLimiter(limit, on_shrink=self._count_shrink),
+                       "identity": dict(backend.identity())}
         self._shared = _shared
+
+    @property
+    def limiter(self) -> AdaptiveLimiter:
+        """This model's calls in flight: at most the configured concurrency, halved on rate limits."""
+        return self._shared["limiter"]
+
+    def _count_shrink(self, limiter: AdaptiveLimiter) -> None:
+        self.counters.concurrency_shrinks += 1
+        lowest = self.counters.concurrency_min_limit
+        self.counters.concurrency_min_limit = limiter.limit if lowest is None else min(lowest, limiter.limit)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -205,20 +235,28 @@ class CachedModel:
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
 
-        async with self._shared["sem"]:
-            started = time.perf_counter()
-            try:
-                resp, retries = await call_with_retries(lambda: method(request), self.retry, on_retry=on_retry)
-            except (CallFailed, BackendError) as err:
-                attempts = getattr(err, "attempts", 1)
-                self.counters.failures += 1
-                self.counters.failure_messages.append(f"{self.role}: {err}")
-                self.store.put_failure(key, self.spec, kind, req_json, str(err), attempts)
-                self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
-                if isinstance(err, CallFailed):
-                    raise
-                raise CallFailed(str(err), attempts=attempts, kind=kind) from err
-            latency = time.perf_counter() - started
+        started: float | None = None
+
+        async def attempt() -> Any:
+            nonlocal started
+            if started is None:
+                started = time.perf_counter()  # the latency leaves out the wait for a free slot
+            return await method(request)
+
+        try:
+            # the limiter holds a slot per attempt and halves the limit on 429/529 (core/limiter.py)
+            resp, retries = await self.limiter.call(attempt, self.retry, on_retry=on_retry)
+        except (CallFailed, BackendError) as err:
+            attempts = getattr(err, "attempts", 1)
+            self.counters.failures += 1
+            self.counters.failure_messages.append(f"{self.role}: {err}")
+            self.store.put_failure(key, self.spec, kind, req_json, str(err), attempts)
+            self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
+            if isinstance(err, CallFailed):
+                raise
+            raise CallFailed(str(err), attempts=attempts, kind=kind) from err
+        assert started is not None  # a response means an attempt ran
+        latency = time.perf_counter() - started
         if retries:
             resp = replace(resp, retries=retries)
         self.counters.calls += 1
@@ -257,9 +295,17 @@ class RunConfig:
     limit: int | None = None
     subset: int | None = None
     seed: int = 0
+    samples_sha256: str | None = None
+    """Fingerprint of the samples run (ids and inputs): edited data (another exam in the same layout,
+    a changed question) never reuses a finished sample of the old data."""
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
+
+
+def samples_fingerprint(samples: Sequence[Sample]) -> str:
+    """sha256 over each sample's id and input (what solve() builds requests from)."""
+    return content_key([[s.id, to_jsonable(s.input)] for s in samples])
 
 
 @dataclass
@@ -267,6 +313,7 @@ class RunResult:
     results: dict[str, Any]
     records: list[SampleRecord]
     out_dir: Path | None
+    counters: RunCounters | None = None
 
 
 def resumed(record: dict[str, Any]) -> dict[str, Any]:
@@ -378,12 +425,51 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
     }
 
 
+def input_size(value: Any) -> int:
+    """A cheap size estimate of a sample's input: the characters of all the text in it."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(input_size(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(input_size(v) for v in value)
+    if hasattr(value, "__dataclass_fields__"):
+        return input_size(to_jsonable(value))
+    return 0
+
+
+def dispatch_order(samples: Sequence[Sample], slots: int) -> list[Sample]:
+    """The order samples are started in (results keep the task's order whatever it is).
+
+    With several slots the longest inputs go first, so the run does not end waiting on one long
+    sample started last (longest-processing-time-first); the sort is stable, so equal sizes keep
+    the task's order. With one slot the order cannot change the total time, and the task's order
+    keeps samples that share a prompt prefix (same subject, same shots) adjacent for KV reuse."""
+    if slots <= 1:
+        return list(samples)
+    return sorted(samples, key=lambda s: input_size(s.input), reverse=True)
+
+
+SampleExecutor = Callable[[str, Sequence[Sample], RunStore, RunCounters, Callable[[RunCounters], None] | None],
+                          Awaitable[Mapping[str, dict[str, Any]]]]
+"""Solves a run's pending samples elsewhere: (run_key, pending, store, counters, progress) -> raw
+results by sample id ({"prediction", "trace"}, plus "failed" for a sample that could not finish).
+It stores every finished sample and its calls in `store` under `run_key` and adds its counts to
+`counters`, so the run's results are those of a local run."""
+
+
 async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore, *, data_dir: Path | None,
                    out_dir: Path | None, limit: int | None = None, subset: int | None = None,
                    concurrency: int | None = None,
                    seed: int = 0, budget: PromptBudget = PromptBudget(), retry: RetryPolicy | None = None,
                    progress: Callable[[RunCounters], None] | None = None,
-                   versions: Mapping[str, Any] | None = None) -> RunResult:
+                   versions: Mapping[str, Any] | None = None, only_ids: Collection[str] | None = None,
+                   executor: SampleExecutor | None = None) -> RunResult:
+    """Run `task` and write `out_dir`; finished samples and calls are read from and written to `store`.
+
+    only_ids: solve only these samples of the selection (one shard of a distributed run: the run
+    key stays the whole run's). executor: solves the pending samples elsewhere (core/ray_executor.py)
+    instead of in this process; loading, resuming, scoring and writing stay here."""
     started = time.perf_counter()
     missing = [r for r in task.roles if r not in backends]
     if missing:
@@ -397,12 +483,16 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
         samples = [s for i, s in enumerate(samples) if i in keep]
     if limit is not None:
         samples = samples[:limit]
+    fingerprint = samples_fingerprint(samples)  # of the whole selection, in a shard too: one run key
+    if only_ids is not None:
+        wanted = set(only_ids)
+        samples = [s for s in samples if s.id in wanted]
     counters = RunCounters(samples_total=len(samples))
     handles = {role: CachedModel(b, store, counters, role=role, concurrency=concurrency, retry=retry, budget=budget)
                for role, b in backends.items() if role in task.roles}
     config = RunConfig(task=task.name, task_config=dict(task.config()),
                        models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
-                       subset=subset, seed=seed)
+                       subset=subset, seed=seed, samples_sha256=fingerprint)
     run_key = content_key(config.to_json())
     store.put_run(run_key, config.to_json())
     done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}
@@ -411,9 +501,9 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     if progress:
         progress(counters)
 
-    # Enough samples in flight to keep every backend slot busy; the semaphores bound the calls.
-    in_flight = asyncio.Semaphore(max(4, 2 * max(h.capabilities.max_concurrency for h in handles.values())
-                                      if concurrency is None else 2 * concurrency))
+    # Enough samples in flight to keep every backend slot busy; each model's limiter bounds its calls.
+    slots = max(h.limiter.maximum for h in handles.values())
+    in_flight = asyncio.Semaphore(max(4, 2 * slots))
     results: dict[str, dict[str, Any]] = dict(done)
 
     async def solve_one(sample: Sample) -> None:
@@ -433,7 +523,11 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                 progress(counters)
 
     try:
-        await asyncio.gather(*(solve_one(s) for s in samples if s.id not in done))
+        pending = [s for s in samples if s.id not in done]
+        if executor is None:
+            await asyncio.gather(*(solve_one(s) for s in dispatch_order(pending, slots)))
+        elif pending:
+            results.update(await executor(run_key, pending, store, counters, progress))
         records = score_records(task, samples, results)
         agg = task.aggregate(samples, [r for r in records if r.score is not None])
     finally:
@@ -444,4 +538,4 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                                  versions=versions or {}, run_key=run_key)
     if out_dir is not None:
         write_run(out_dir, records, results_json)
-    return RunResult(results_json, records, out_dir)
+    return RunResult(results_json, records, out_dir, counters)

@@ -14,6 +14,7 @@ import json
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -55,6 +56,27 @@ MIGRATIONS: list[str] = [
     );
     """,
 ]
+
+
+_CALL_COLUMNS = "key, backend, kind, request, response, latency_s, created"
+_FAILURE_COLUMNS = "key, backend, kind, request, error, attempts, created"
+
+
+@dataclass(frozen=True)
+class StoreRows:
+    """Rows of one store as they are stored (JSON text), to be added to another (RunStore.import_rows)."""
+
+    calls: list[tuple[Any, ...]]
+    """(key, backend, kind, request, response, latency_s, created)."""
+
+    failures: list[tuple[Any, ...]]
+    """(key, backend, kind, request, error, attempts, created): calls that failed for good."""
+
+    runs: list[tuple[Any, ...]]
+    """(run_key, config, created)."""
+
+    samples: list[tuple[Any, ...]]
+    """(run_key, sample_id, record, created): finished samples."""
 
 
 def canonical_json(obj: Any) -> str:
@@ -143,6 +165,42 @@ class RunStore:
     def put_sample(self, run_key: str, sample_id: str, record: Mapping[str, Any]) -> None:
         self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)",
                     (run_key, sample_id, canonical_json(record), time.time()))
+
+    def get_run(self, run_key: str) -> dict[str, Any] | None:
+        """The config a run key was made from (None: no such run here)."""
+        with self._lock:
+            row = self._conn.execute("SELECT config FROM runs WHERE run_key=?", (run_key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    # -- moving rows between stores (a Ray worker's store into the driver's) --------------------
+    def export_rows(self, run_key: str) -> StoreRows:
+        """Every call and failure in this store, and the run's row and finished samples."""
+        with self._lock:
+            return StoreRows(
+                calls=self._conn.execute(f"SELECT {_CALL_COLUMNS} FROM calls").fetchall(),
+                failures=self._conn.execute(f"SELECT {_FAILURE_COLUMNS} FROM failures").fetchall(),
+                runs=self._conn.execute("SELECT run_key, config, created FROM runs WHERE run_key=?",
+                                        (run_key,)).fetchall(),
+                samples=self._conn.execute("SELECT run_key, sample_id, record, created FROM samples "
+                                           "WHERE run_key=?", (run_key,)).fetchall())
+
+    def import_rows(self, rows: StoreRows) -> None:
+        """Add rows exported from another store, in one transaction. Calls, runs and samples already
+        here are kept (calls are content-addressed, so importing the same rows twice changes nothing);
+        failures are a log and are appended."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(f"INSERT OR IGNORE INTO calls ({_CALL_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                                       rows.calls)
+                self._conn.executemany(f"INSERT INTO failures ({_FAILURE_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                                       rows.failures)
+                self._conn.executemany("INSERT OR IGNORE INTO runs VALUES (?,?,?)", rows.runs)
+                self._conn.executemany("INSERT OR IGNORE INTO samples VALUES (?,?,?,?)", rows.samples)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._lock:
