@@ -8,9 +8,12 @@
 Routes: POST /v1/chat/completions (OpenAI), POST /v1/messages (Anthropic),
 GET /v1/models. Answers are deterministic: "echo <sha256 of the last user
 message>" unless a `responder(body) -> str` is given. Each POST draws one
-fault: the next entry of `script`, then, once the script is used up, a
-random kind from `kinds` with probability `rate` (seeded), else "ok". The
-draw happens in arrival order, so a seed fixes the sequence of faults.
+fault: `plan(body)` when a plan is set and names a kind (a fault bound to
+a request, whatever order requests arrive in), else the next entry of
+`script`, then, once the script is used up, a random kind from `kinds`
+with probability `rate` (seeded), else "ok". The draw happens in arrival
+order, so a seed fixes the sequence of faults. `server.rescript(...)`
+starts a new case on a running server (new script or plan, fresh counters).
 Only loopback is used; the server runs in a daemon thread.
 """
 
@@ -69,7 +72,9 @@ class FaultCounters:
     in_flight: int = 0
     max_in_flight: int = 0
     """Most generation requests being handled at the same time (a stalled 'timeout' request
-    is left out while it stalls: its client has given up on it)."""
+    is left out while it stalls: its client has given up on it). A request leaves the count
+    just before its answer (or reset) goes out, so a client that sends its next request as
+    soon as it has an answer is never counted twice."""
 
     bodies: list[dict] = field(default_factory=list)
     """Decoded JSON request bodies, in arrival order."""
@@ -89,12 +94,11 @@ class FaultServer(ThreadingHTTPServer):
 
     def __init__(self, *, script: Sequence[str], rate: float, seed: int, kinds: Sequence[str],
                  retry_after: int, timeout_sleep: float, latency: float,
-                 responder: Callable[[dict], str] | None):
-        unknown = (set(script) | set(kinds)) - set(FAULT_KINDS)
-        if unknown:
-            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {FAULT_KINDS}")
+                 responder: Callable[[dict], str] | None, plan: Callable[[dict], str | None] | None = None):
+        _check_kinds([*script, *kinds])
         super().__init__(("127.0.0.1", 0), _Handler)
         self.script = list(script)
+        self.plan = plan
         self.rate = rate
         self.rng = random.Random(seed)
         self.kinds = list(kinds)
@@ -109,11 +113,22 @@ class FaultServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
+    def rescript(self, script: Sequence[str] = (), *, plan: Callable[[dict], str | None] | None = None) -> None:
+        """Start a new case: a new script and plan, fresh counters (rate, kinds and the seeded draw are kept).
+        Call it between runs, when no request is in flight."""
+        _check_kinds(script)
+        with self.lock:
+            self.script, self.plan, self.counters = list(script), plan, FaultCounters()
+
     def begin(self, body: dict, headers: dict) -> str:
         """Draw the fault for one POST and count it in."""
         with self.lock:
             c = self.counters
-            if c.requests < len(self.script):
+            planned = self.plan(body) if self.plan is not None else None
+            if planned is not None:
+                _check_kinds([planned])
+                kind = planned
+            elif c.requests < len(self.script):
                 kind = self.script[c.requests]
             elif self.rate > 0 and self.rng.random() < self.rate:
                 kind = self.rng.choice(self.kinds)
@@ -134,6 +149,12 @@ class FaultServer(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address) -> None:
         pass  # resets and timeouts break sockets on purpose; no tracebacks on stderr
+
+
+def _check_kinds(kinds: Sequence[str]) -> None:
+    unknown = set(kinds) - set(FAULT_KINDS)
+    if unknown:
+        raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {FAULT_KINDS}")
 
 
 def answer_text(body: dict) -> str:
@@ -162,9 +183,19 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError, ValueError):
             super().finish()
 
+    _counted = False
+    """This POST is in the server's in-flight count."""
+
+    def _leave(self) -> None:
+        """Take this POST out of the in-flight count (once)."""
+        if self._counted:
+            self._counted = False
+            self.server.end()
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None,
               raw: bytes | None = None) -> None:
         data = raw if raw is not None else json.dumps(payload).encode()
+        self._leave()  # before any byte of the answer: the client may start its next request at once
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -193,10 +224,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
         server = self.server
         kind = server.begin(body, {k.lower(): v for k, v in self.headers.items()})
+        self._counted = True
         if kind == "timeout":
             # The client gives up on a stalled request, so it leaves the in-flight count now:
             # max_in_flight measures the client's concurrency, not abandoned work.
-            server.end()
+            self._leave()
             time.sleep(server.timeout_sleep)
             self.close_connection = True  # never answer
             return
@@ -207,13 +239,14 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass  # the client went away (e.g. after its timeout)
         finally:
-            server.end()
+            self._leave()
 
     def _serve(self, kind: str, shape: str, body: dict) -> None:
         server = self.server
         if kind == "reset":
             # SO_LINGER 0 turns close() into a TCP RST: a connection reset with no response.
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self._leave()
             self.connection.close()
             self.close_connection = True
             return
@@ -281,15 +314,17 @@ def _anthropic_answer(body: dict, text: str, finished: bool) -> dict:
 def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0,
                  kinds: Sequence[str] = tuple(sorted(RETRYABLE_FAULTS)), retry_after: int = 2,
                  timeout_sleep: float = 2.0, latency: float = 0.0,
-                 responder: Callable[[dict], str] | None = None) -> Iterator[FaultServer]:
+                 responder: Callable[[dict], str] | None = None,
+                 plan: Callable[[dict], str | None] | None = None) -> Iterator[FaultServer]:
     """Run a FaultServer in a background thread; yields it (`.base_url`, `.counters`).
 
     script: fault kinds for the first POSTs, in order; rate/seed/kinds: the random
     mix after the script; retry_after: seconds sent in Retry-After; timeout_sleep:
     how long a 'timeout' fault stalls (make it longer than the client's timeout);
-    latency: seconds every POST takes (to make requests overlap)."""
+    latency: seconds every POST takes (to make requests overlap); plan: body -> fault kind
+    or None, consulted first (binds a fault to a request)."""
     server = FaultServer(script=script, rate=rate, seed=seed, kinds=kinds, retry_after=retry_after,
-                         timeout_sleep=timeout_sleep, latency=latency, responder=responder)
+                         timeout_sleep=timeout_sleep, latency=latency, responder=responder, plan=plan)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               name="fault-server", daemon=True)
     thread.start()

@@ -5,7 +5,11 @@ request), so reruns and resumes are checkable. Options:
 `fake?latency=SECONDS` sleeps per call; `fake?script=FILE` reads JSONL lines
 `{"match": SUBSTRING, "reply": TEXT}` and answers the first rule whose
 substring occurs in the last user message; `fake?reply=TEXT` answers TEXT to all;
-`fake?name=X` changes the identity (two distinct fake models).
+`fake?name=X` changes the identity (two distinct fake models); `fake?log=FILE` appends one
+JSON line per call actually made (never for answers served from the run store) -- `{"key", "kind",
+"name", "pid", "started"}`, where `key` is the run store's content key of the call and `started` the
+wall-clock time the call began -- so a test can count what a run really computed. Latency and log
+are not part of the identity: they change no answer.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
+import time
 from pathlib import Path
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
-from ..core.store import canonical_json
+from ..core.store import canonical_json, content_key
 from ..core.types import (GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse,
                           to_jsonable)
 from .spec_options import split_options
@@ -27,9 +33,11 @@ LETTERS = "ABCD"
 
 class FakeBackend(BaseBackend):
     def __init__(self, spec: str = "fake", *, latency: float = 0.0, script: list[dict] | None = None,
-                 reply: str | None = None, name: str = "fake", context_length: int = 32768):
+                 reply: str | None = None, name: str = "fake", context_length: int = 32768,
+                 log: str | Path | None = None):
         self.spec = spec
         self.latency = latency
+        self.log = Path(log) if log is not None else None
         self.script = script or []
         self.reply = reply
         self.name = name
@@ -48,7 +56,22 @@ class FakeBackend(BaseBackend):
     def count_tokens(self, text: str) -> int | None:
         return max(1, len(text) // 3) if text else 0
 
+    def _log_call(self, kind: str, request: GenerateRequest | LoglikelihoodRequest, started: float) -> None:
+        """One line per answered call, written once the answer exists (a call killed mid-way is not logged)."""
+        if self.log is None:
+            return
+        key = content_key(dict(self.identity()), kind, to_jsonable(request))  # as CachedModel keys it
+        line = json.dumps({"key": key, "kind": kind, "name": self.name, "pid": os.getpid(),
+                           "started": started}) + "\n"
+        # one O_APPEND write per line: lines of concurrent processes sharing the file never interleave
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        started = time.time()
         self.calls += 1
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -65,10 +88,12 @@ class FakeBackend(BaseBackend):
         finish = "stop"
         if completion > request.params.max_tokens:
             text, completion, finish = text[: request.params.max_tokens * 3], request.params.max_tokens, "length"
+        self._log_call("generate", request, started)
         return GenerateResponse(text=text, finish_reason=finish, prompt_tokens=prompt_tokens,
                                 completion_tokens=completion)
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        started = time.time()
         self.calls += 1
         if self.latency:
             await asyncio.sleep(self.latency)
@@ -77,15 +102,16 @@ class FakeBackend(BaseBackend):
         best = max(range(len(lps)), key=lps.__getitem__)
         counts = tuple(self.count_tokens(c) or 1 for c in request.continuations)
         ctx = self.count_tokens(request.context) or 0
+        self._log_call("loglikelihood", request, started)
         return LoglikelihoodResponse(logprobs=lps, is_greedy=tuple(i == best for i in range(len(lps))),
                                      continuation_tokens=counts, context_tokens=ctx,
                                      tokens_evaluated=ctx + sum(counts))
 
 
 def from_spec(spec: str) -> FakeBackend:
-    base, opts = split_options(spec, {"latency", "script", "reply", "name"})
+    base, opts = split_options(spec, {"latency", "script", "reply", "name", "log"})
     if base != "fake":
-        raise SpecError(f"model spec {spec!r}: expected 'fake[?latency=S&script=FILE&reply=TEXT&name=X]'")
+        raise SpecError(f"model spec {spec!r}: expected 'fake[?latency=S&script=FILE&reply=TEXT&name=X&log=FILE]'")
     script = None
     if "script" in opts:
         path = Path(opts["script"])
@@ -96,4 +122,5 @@ def from_spec(spec: str) -> FakeBackend:
         latency = float(opts.get("latency", 0.0))
     except ValueError:
         raise SpecError(f"model spec {spec!r}: latency must be a number of seconds") from None
-    return FakeBackend(spec, latency=latency, script=script, reply=opts.get("reply"), name=opts.get("name", "fake"))
+    return FakeBackend(spec, latency=latency, script=script, reply=opts.get("reply"), name=opts.get("name", "fake"),
+                       log=opts.get("log"))

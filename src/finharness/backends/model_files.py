@@ -120,7 +120,10 @@ def _sidecar_path(path: Path) -> Path:
 
 
 def _cached_sha256(path: Path) -> str | None:
-    """The sidecar's sha256 when the file's size and mtime are unchanged since it was hashed."""
+    """The sidecar's sha256 when the file's size, mtime, inode and ctime are unchanged since it was hashed.
+
+    Size and mtime alone miss a file rewritten with the same size whose mtime was put back (`cp -p`,
+    `tar x`, `rsync -t`); ctime cannot be set back and a replaced file has a new inode."""
     try:
         record = json.loads(_sidecar_path(path).read_text())
         stat = path.stat()
@@ -128,7 +131,8 @@ def _cached_sha256(path: Path) -> str | None:
         return None
     if record.get("path") != str(path.resolve()):
         return None
-    if record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
+    if (record.get("size"), record.get("mtime_ns"), record.get("inode"), record.get("ctime_ns")) != (
+            stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns):
         return None
     return record.get("sha256")
 
@@ -137,7 +141,7 @@ def _remember_sha256(path: Path, sha256: str) -> None:
     stat = path.stat()
     sidecar = _sidecar_path(path)
     record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-              "sha256": sha256}
+              "inode": stat.st_ino, "ctime_ns": stat.st_ctime_ns, "sha256": sha256}
     try:
         sidecar.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write_text(sidecar, json.dumps(record))

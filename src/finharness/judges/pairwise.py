@@ -6,8 +6,12 @@ Rules (shared by every benchmark that judges pairs):
   `[[n]]`); a marker that maps to no outcome (e.g. `[[4]]`) or no marker at all is *no verdict*,
   which is counted and never turned into a tie.
 - Robust reading (ours, `quoted=`): before the markers are searched, every line of the quoted
-  answers that carries a marker is cut out of the reply wherever the judge copied it verbatim, so
-  an answer that writes `[[2]]` cannot cast the vote by being quoted at the end of the review.
+  answers that carries a marker and some text besides it is cut out of the reply wherever the judge
+  copied it verbatim, so an answer that writes `[[2]]` cannot cast the vote by being quoted at the
+  end of the review. A quoted line that is nothing but markers is not cut: it cannot be told apart
+  from the judge's own verdict, and cutting it would let the answer veto that verdict (turn every
+  judge `[[2]]` into no verdict); if the judge echoes it last it counts, but a marker names a
+  position, so a judge that echoes it in both orders disagrees with itself: a flip, a tie.
 - Both orders (ours): a pair is judged with each answer first once; the outcomes are mapped back
   to the answers; agreement decides, disagreement is a tie; if either order has no verdict the pair
   has none. Flip rate, first-position win rate, tie and no-verdict rates measure the judge.
@@ -62,7 +66,8 @@ class Verdict:
 
 def _cut_quoted(reply: str, quoted: Sequence[str], marker: re.Pattern[str]) -> tuple[str, int]:
     """The reply without the marker-bearing lines of the quoted answers, and how many markers went."""
-    lines = {line.strip() for text in quoted for line in text.splitlines() if marker.search(line) and line.strip()}
+    lines = {line.strip() for text in quoted for line in text.splitlines()
+             if marker.search(line) and re.search(r"\w", marker.sub("", line))}  # not a bare marker line
     ignored = 0
     for line in sorted(lines, key=len, reverse=True):  # longest first: a line may contain a shorter one
         count = reply.count(line)

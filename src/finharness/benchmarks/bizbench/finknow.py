@@ -38,7 +38,8 @@ from ...data.errors import DataError
 from ...data.io import read_csv_rows, read_json
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
-from .prompts import LETTERS, OfficialPrompt, load_prompt_file, multiple_choice_string_format, prompts_dir
+from .prompts import (LETTERS, OfficialPrompt, config_with_prompt, load_prompt_file, multiple_choice_string_format,
+                      prompts_dir)
 from .scoring import rule_counts
 
 SOURCES = ("all", "fineval", "ideafinbench")
@@ -180,6 +181,9 @@ class FinKnowTask(Task):
         return samples
 
     # --- solving ---------------------------------------------------------------------------------------
+
+    def config(self) -> Mapping[str, Any]:
+        return config_with_prompt(self.options, self.prompt)
 
     def prompt(self) -> OfficialPrompt:
         if self._prompt is None:

@@ -34,9 +34,10 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from ...core.types import Message
+from ...core.store import content_key
+from ...core.types import Message, to_jsonable
 from ...data.errors import DataError
 from ...data.io import read_text
 
@@ -214,3 +215,14 @@ def formulaeval_messages(stub: str) -> list[Message]:
     """[system, user]: zero-shot, the stub in a python block."""
     return [Message("system", FORMULAEVAL_SYSTEM),
             Message("user", f"Complete the following code.\n\n```python\n{stub.rstrip()}\n```\n")]
+
+
+def config_with_prompt(options: Mapping[str, Any], prompt: Callable[[], OfficialPrompt]) -> dict[str, Any]:
+    """A task's options plus the content hash of its prompt file once load() has placed it: the
+    prompt files are data, so an edited one never resumes samples asked with the old text."""
+    config = dict(options)
+    try:
+        config["prompt_sha256"] = content_key(to_jsonable(prompt()))
+    except DataError:
+        pass  # no prompt file (`finharness score` needs none); solve() says so where it needs one
+    return config

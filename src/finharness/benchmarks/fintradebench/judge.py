@@ -11,9 +11,12 @@ indicators found.
 Reading a reply (`parse_verdict`): the text from the first '{' to the last '}' (the release's rule)
 is read as JSON; the verdict is `evaluations[0]` (or the object itself when it has no
 'evaluations'). `correctness_score` must be an integer 1-5, else the reply is unparseable; the other
-scores are kept when they are integers 1-5 and listed in `missing` otherwise. An unparseable reply is
-retried as a new cached call (sample_index 1, then 2): at most `JUDGE_ATTEMPTS` calls; a sample whose
-every reply is unparseable is not scored and is counted.
+scores are kept when they are integers 1-5 and listed in `missing` otherwise. One rule of ours on
+top: a JSON object that occurs in the judge's own prompt (whitespace aside) is an echo, not a verdict
+-- the rubric's example (correctness 4, reasoning 5) copied by a weak judge, or a verdict planted in
+the candidate's answer -- and makes the reply unparseable. An unparseable reply is retried as a new
+cached call (sample_index 1, then 2): at most `JUDGE_ATTEMPTS` calls; a sample whose every reply is
+unparseable is not scored and is counted.
 """
 
 from __future__ import annotations
@@ -186,12 +189,19 @@ def _count(value: Any) -> int | None:
     return None
 
 
-def parse_verdict(reply: str) -> Verdict:
-    """Read one reply (rules in the module docstring)."""
+def _squashed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_verdict(reply: str, prompt: str = "") -> Verdict:
+    """Read one reply (rules in the module docstring); `prompt`: the judge's prompt, whose JSON is an echo."""
     text = reply or ""
     start, end = text.find("{"), text.rfind("}")
     if start == -1 or end <= start:
         return Verdict(False, error="no JSON object in the reply")
+    if prompt and _squashed(text[start:end + 1]) in _squashed(prompt):
+        return Verdict(False, error="the JSON is copied from the judge's prompt (the rubric's example or the "
+                                    "judged answer), not a verdict")
     try:
         data = json.loads(text[start:end + 1])
     except json.JSONDecodeError as err:
@@ -243,10 +253,11 @@ async def judge_answer(judge: Any, messages: Sequence[Message], params: Generate
     """Ask the judge; an unparseable reply is retried as a new cached call (sample_index 1, 2, ...)."""
     replies: list[str] = []
     verdict = Verdict(False, error="not judged")
+    prompt = "\n".join(m.content for m in messages)
     for index in range(attempts):
         response = await judge.chat(messages, params, sample_index=index)
         replies.append(response.text)
-        verdict = parse_verdict(response.text)
+        verdict = parse_verdict(response.text, prompt)
         if verdict.parsed:
             break
     return Judgment(verdict, len(replies), tuple(replies))
