@@ -116,5 +116,8 @@ def fundamentals_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `fintradebench` command group to the main CLI."""
+    """Add the `fintradebench` command group (with its `build` sub-group) to the main CLI."""
+    from .build.cli import build_app
+
+    fintradebench_app.add_typer(build_app, name="build")
     app.add_typer(fintradebench_app, name="fintradebench")

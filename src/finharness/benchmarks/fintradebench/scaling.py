@@ -149,8 +149,10 @@ class _Answerability:
 
 
 def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int, seed: int = 0,
-                    max_attempts_per_variant: int = 60) -> tuple[list[Variant], ScaleReport]:
-    """Up to `n` answerable variants of the seed questions (module docstring)."""
+                    max_attempts_per_variant: int = 60,
+                    tickers: Sequence[str] | None = None) -> tuple[list[Variant], ScaleReport]:
+    """Up to `n` answerable variants of the seed questions (module docstring); `tickers`, when given, is the
+    only pool single-company variants draw their company from."""
     rng = random.Random(seed)
     market = MarketData(data_dir)
     check = _Answerability(market)
@@ -161,7 +163,8 @@ def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int,
             usable.append(q)
         else:
             report.skipped_seeds[q.tickers.scope if q.tickers.scope not in ("single", "universe") else q.date.rule] += 1
-    filing_pool = sorted(t for t in check.all_tickers if market.has_filings(t))
+    price_pool = sorted(t for t in check.all_tickers if tickers is None or t in set(tickers))
+    filing_pool = sorted(t for t in price_pool if market.has_filings(t))
     fundamental_dates = _month_ends(dt.date(2024, 3, 1), dt.date(2025, 9, 30))
     price_dates = _month_ends(dt.date(2015, 3, 1), dt.date(2025, 9, 30))
     variants: list[Variant] = []
@@ -185,7 +188,11 @@ def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int,
         text = rewrite_date(q.text, q.date.rule, q.date.label, as_of)
         ticker = ""
         if text is not None and single:
-            ticker = rng.choice(filing_pool if needs_filings else check.all_tickers)
+            pool = filing_pool if needs_filings else price_pool
+            if not pool:
+                report.rejected["no-ticker-in-pool"] += 1
+                continue
+            ticker = rng.choice(pool)
             if ticker == q.tickers.tickers[0]:
                 report.rejected["same-ticker"] += 1
                 continue

@@ -1,0 +1,123 @@
+"""`finharness fintradebench build calibrate|metrics`: phase 2 and the construction metrics of a build.
+
+build/cli.py calls `register(build_app)`; heavy imports (numpy, scipy) happen inside the commands.
+Both commands write their JSON into the build directory (atomically) and print a table, or the JSON
+with --json.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import typer
+
+from ...._cli import fail
+
+CALIBRATION_FILE = "calibration.json"
+METRICS_FILE = "metrics.json"
+
+
+def _print_table(title: str, rows: Iterable[Sequence[str]], header: Sequence[str], *, left: int) -> None:
+    """A rich table; the first `left` columns are labels (left-aligned), the rest figures."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, column in enumerate(header):
+        table.add_column(column, justify="left" if i < left else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+def _write(path: Path, data: dict) -> None:
+    from ....data.io import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _build_dir(out: Path) -> Path:
+    if not out.is_dir():
+        fail(f"{out}: no build directory (run `finharness fintradebench build` first)")
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    """Add `calibrate` and `metrics` to the `build` sub-app."""
+
+    @app.command("calibrate")
+    def calibrate_command(
+        out: Path = typer.Argument(..., help="Build directory holding judged.jsonl (and questions.jsonl)."),
+        human: Path = typer.Option(..., "--human", help="Human scores: question_id,model,dimension,score,rater "
+                                                        "(or a `finharness ui export --rubric` CSV)."),
+        judge: Optional[str] = typer.Option(None, "--judge", help="Compare only this judge's rows (needed when "
+                                                                  "judged.jsonl holds several judges)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the JSON instead of the table."),
+    ) -> None:
+        """Phase 2: the judge against human Likert scores (MAE, bias, Spearman; Table 11).
+
+        Writes OUT/calibration.json."""
+        from ....data.errors import DataError
+        from .calibration import calibrate_build, format_calibration
+
+        try:
+            result = calibrate_build(_build_dir(out), human, judge=judge)
+        except DataError as err:
+            fail(str(err))
+        data = result.to_json()
+        _write(out / CALIBRATION_FILE, data)
+        if as_json:
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        header, *rows = list(format_calibration(result))
+        _print_table(f"judge vs humans: {result.items} items, {len(result.raters)} raters "
+                     f"(judge {', '.join(result.judges) or '—'})", rows, header, left=3)
+        notes = []
+        if result.human_only:
+            notes.append(f"{len(result.human_only)} human items have no judged 'after' row")
+        if result.judge_unparseable:
+            notes.append(f"{result.judge_unparseable} human items were unparseable for the judge")
+        if result.unmapped:
+            notes.append(f"rubric scores with no judge counterpart left out: {dict(result.unmapped)}")
+        for note in notes:
+            typer.echo(f"note: {note}")
+        typer.echo(f"wrote {out / CALIBRATION_FILE}")
+
+    @app.command("metrics")
+    def metrics_command(
+        out: Path = typer.Argument(..., help="Build directory (questions, candidates, audit, judged JSONL)."),
+        human: Optional[Path] = typer.Option(None, "--human", help="Human scores for the judge MAE (Eq. 6-7); "
+                                                                   "without it those terms are left out."),
+        judge: Optional[str] = typer.Option(None, "--judge", help="Judge whose rows the MAE uses."),
+        weights: Optional[str] = typer.Option(None, "--weights", help="Composite weights, e.g. accuracy=2,judge=0.5 "
+                                                                      "(terms: accuracy, extraction, judge, "
+                                                                      "self_critique, stability; default 1 each)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the JSON instead of the table."),
+    ) -> None:
+        """Construction metrics, equations 1-10 of the paper's E.1: accuracy before/after self-filtering,
+        extraction F1, judge MAE, SCR, prompt sensitivity, composite.
+
+        Writes OUT/metrics.json."""
+        from ....data.errors import DataError
+        from .metrics import construction_metrics, parse_weights, table_rows
+
+        try:
+            parsed = parse_weights(weights)
+        except ValueError as err:
+            fail(f"--weights: {err}")
+        try:
+            result = construction_metrics(_build_dir(out), human_csv=human, judge=judge, weights=parsed)
+        except DataError as err:
+            fail(str(err))
+        data = result.to_json()
+        _write(out / METRICS_FILE, data)
+        if as_json:
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            return
+        _print_table(f"construction metrics of {out}", table_rows(result), ("metric", "group", "value", "95% CI", "n"),
+                     left=2)
+        for name, why in result.missing.items():
+            typer.echo(f"note: {name}: {why}")
+        typer.echo(f"wrote {out / METRICS_FILE}")

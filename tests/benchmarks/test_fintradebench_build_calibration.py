@@ -1,0 +1,184 @@
+"""Phase 2 of the FinTradeBench build: human Likert scores against the judge (Table 11), and `build calibrate`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+import numpy as np
+from scipy.stats import spearmanr, t
+from typer.testing import CliRunner
+
+from finharness.benchmarks.fintradebench.build.calibration import (
+    ALL, OVERALL, RATER_APP_DIMENSIONS, calibrate_build, read_human_scores)
+from finharness.benchmarks.fintradebench.build.cli_analysis import register
+from finharness.data.errors import DataError
+from finharness.ui.exports import RUBRIC_COLUMNS
+from finharness.ui.storage import RUBRIC_DIMENSIONS
+
+EXAMPLE = Path(__file__).parents[1] / "golden" / "fintradebench_human_scores_example.csv"
+BIG, SMALL = "embedded", "embedded:1.5b"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def scores(correctness: int, reasoning: int = 3, signals: int = 3, fundamentals: int = 3) -> dict:
+    return {"correctness": correctness, "reasoning_depth": reasoning, "signal_integration": signals,
+            "fundamental_integration": fundamentals}
+
+
+def judged_row(qid: str, model: str, stage: str, score: dict | None, judge: str = SMALL, index: int = 0) -> dict:
+    return {"question_id": qid, "model": model, "candidate_index": index, "level": "L1", "stage": stage,
+            "judge": judge, "scores": score, "golden_found": 1}
+
+
+@pytest.fixture
+def build(tmp_path: Path) -> Path:
+    """questions + judged rows matching tests/golden/fintradebench_human_scores_example.csv."""
+    write_jsonl(tmp_path / "questions.jsonl", [
+        {"question_id": q, "category": c, "ticker": "AAPL", "as_of": "2025-06-30", "question": "?",
+         "golden_indicators": ["ROA"], "source_id": q, "scaled": False}
+        for q, c in (("F1", "F"), ("T2", "T"), ("FT3", "FT"), ("F9", "F"))])
+    write_jsonl(tmp_path / "judged.jsonl", [
+        judged_row("F1", BIG, "after", scores(4, reasoning=4)),
+        judged_row("T2", BIG, "after", scores(5, reasoning=2)),
+        judged_row("FT3", BIG, "after", scores(2)),
+        judged_row("F1", SMALL, "after", scores(3)),
+        judged_row("T2", SMALL, "after", scores(1)),
+        judged_row("FT3", SMALL, "after", scores(2)),
+        judged_row("F1", BIG, "before", scores(1), index=3),  # candidates: never compared with humans
+        judged_row("F9", BIG, "after", scores(5)),  # nobody scored it
+    ])
+    return tmp_path
+
+
+def test_correctness_cells_match_the_hand_computed_table(build):
+    result = calibrate_build(build, EXAMPLE)
+    # (judge, human) on correctness; F1/embedded's human score is the mean of alice 4 and bob 2
+    big = [(4, 3), (5, 5), (2, 1)]
+    small = [(3, 2), (1, 2), (2, 2)]
+    cell = result.cell(BIG, ALL, "correctness")
+    assert cell.n == 3 and cell.ratings == 4
+    assert cell.mae.value == pytest.approx((1 + 0 + 1) / 3)
+    assert cell.bias.value == pytest.approx((1 + 0 + 1) / 3)
+    assert cell.spearman == pytest.approx(1.0) and cell.spearman_null is None
+    pooled = result.cell(ALL, ALL, "correctness")
+    assert pooled.n == 6
+    assert pooled.mae.value == pytest.approx(sum(abs(j - h) for j, h in big + small) / 6)
+    assert pooled.bias.value == pytest.approx(sum(j - h for j, h in big + small) / 6)
+    expected = spearmanr([j for j, _ in big + small], [h for _, h in big + small]).statistic
+    assert pooled.spearman == pytest.approx(expected)
+    # Student's t, not Wilson, although every |judge − human| here is 0 or 1: an MAE is in points, not a share
+    half = float(t.ppf(0.975, 5)) * float(np.std([1, 0, 1, 1, 1, 0], ddof=1)) / 6 ** 0.5
+    assert pooled.mae.ci95 == pytest.approx((2 / 3 - half, 2 / 3 + half))
+
+
+def test_spearman_is_null_with_the_reason_when_a_side_is_constant_or_too_small(build):
+    result = calibrate_build(build, EXAMPLE)
+    constant = result.cell(SMALL, ALL, "correctness")  # the humans gave embedded:1.5b 2, 2, 2
+    assert constant.spearman is None and constant.spearman_p is None
+    assert constant.spearman_null == "human scores constant (2)"
+    assert constant.mae.value == pytest.approx((1 + 1 + 0) / 3) and constant.bias.value == pytest.approx(0.0)
+    one_item = result.cell(ALL, "F", "reasoning_depth")
+    assert one_item.n == 1 and one_item.spearman is None and "fewer than 3" in one_item.spearman_null
+    assert result.cell(ALL, "F", "reasoning_depth").to_json()["spearman"] is None
+
+
+def test_overall_is_the_mean_of_the_dimensions_both_sides_scored(build):
+    result = calibrate_build(build, EXAMPLE)
+    # F1/embedded: humans scored correctness (mean 3) and reasoning (3); the judge 4 and 4 -> |4 - 3| = 1
+    f = result.cell(BIG, "F", OVERALL)
+    assert f.n == 1 and f.mae.value == pytest.approx(1.0) and f.ratings == 3
+    # per question type: F holds F1 of both models
+    cat = result.cell(ALL, "F", OVERALL)
+    assert cat.n == 2 and cat.mae.value == pytest.approx((1.0 + 1.0) / 2)
+    table = {(c.model, c.category, c.dimension) for c in result.table_rows()}
+    assert (ALL, ALL, OVERALL) in table and (BIG, ALL, OVERALL) in table and (ALL, "FT", OVERALL) in table
+    assert (ALL, ALL, "reasoning_depth") in table and (BIG, "F", OVERALL) not in table
+
+
+def test_join_counts_what_was_not_compared(build):
+    rows = (build / "judged.jsonl").read_text().splitlines()
+    rows[2] = json.dumps(judged_row("FT3", BIG, "after", None))  # unparseable reply
+    (build / "judged.jsonl").write_text("\n".join(rows) + "\n")
+    result = calibrate_build(build, EXAMPLE)
+    assert result.judge_unparseable == 1 and result.items == 5
+    assert result.judge_only == 1  # F9
+    assert result.raters == ("alice", "bob") and result.human_rows == 8
+    assert result.judges == (SMALL,)
+
+
+def test_several_judges_need_a_choice(build):
+    with open(build / "judged.jsonl", "a") as f:
+        f.write(json.dumps(judged_row("F1", BIG, "after", scores(1), judge="other")) + "\n")
+    with pytest.raises(DataError, match=r"judged\.jsonl:9: two judged rows .*--judge"):
+        calibrate_build(build, EXAMPLE)
+    assert calibrate_build(build, EXAMPLE, judge=SMALL).items == 6
+    assert calibrate_build(build, EXAMPLE, judge="other").cell(BIG, ALL, "correctness").mae.value == pytest.approx(2)
+    with pytest.raises(DataError, match="judges in the file"):
+        calibrate_build(build, EXAMPLE, judge="nobody")
+
+
+def test_human_rows_are_averaged_over_raters_and_counted():
+    human = read_human_scores(EXAMPLE)
+    cell = human.scores[("F1", BIG, "correctness")]
+    assert cell.mean == pytest.approx(3.0) and cell.raters == ("alice", "bob")
+    assert human.rows == 8 and human.raters == ["alice", "bob"]
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ("F1,embedded,correctness,6,carol", "score 6 is outside 1-5"),
+    ("F1,embedded,correctness,good,carol", "score 'good' is not a number"),
+    ("F1,embedded,politeness,3,carol", "dimension 'politeness' is not one of"),
+    ("F1,embedded,correctness,,carol", "score is empty"),
+    ("F1,embedded,correctness,3,alice", "rater 'alice' scored F1 / embedded / correctness twice"),
+])
+def test_bad_human_rows_name_the_file_and_line(tmp_path, row, message):
+    path = tmp_path / "h.csv"
+    path.write_text(EXAMPLE.read_text() + row + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=message) as err:
+        read_human_scores(path)
+    assert str(err.value).startswith(f"{path}:10: ")
+
+
+def test_unknown_layout_is_refused(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("question_id,correctness\nF1,3\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"h\.csv:1: unknown layout"):
+        read_human_scores(path)
+
+
+def test_rater_app_export_maps_accuracy_and_clarity_onto_the_judge(tmp_path):
+    assert set(RATER_APP_DIMENSIONS) == {key for key, _, _ in RUBRIC_DIMENSIONS}  # the app's rubric, all mapped
+    path = tmp_path / "rubric.csv"
+    assert ",".join(RUBRIC_COLUMNS) == "rater,task,item_id,sample_id,model,accuracy,completeness,relevance,clarity," \
+                                      "mean,comment,created"
+    path.write_text(",".join(RUBRIC_COLUMNS) + "\n"
+                    "alice,fintradebench,F1,s1,embedded,4,5,5,2,4,,0\n"
+                    "bob,fintradebench,F1,s1,embedded,2,5,5,4,4,,0\n", encoding="utf-8")
+    human = read_human_scores(path)
+    assert human.scores[("F1", BIG, "correctness")].mean == pytest.approx(3.0)
+    assert human.scores[("F1", BIG, "reasoning_depth")].mean == pytest.approx(3.0)
+    assert human.unmapped == {"completeness": 2, "relevance": 2} and human.rows == 4
+
+
+def test_cli_calibrate_writes_calibration_json(build, tmp_path):
+    app = typer.Typer()
+    register(app)
+    human = tmp_path / "human.csv"
+    shutil.copy(EXAMPLE, human)
+    result = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(human), "--json"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((build / "calibration.json").read_text())
+    assert written == json.loads(result.output)
+    overall = next(r for r in written["table"] if (r["model"], r["category"], r["dimension"]) == (ALL, ALL, OVERALL))
+    assert overall["n"] == 6 and overall["mae_pct_of_scale"] == pytest.approx(100 * overall["mae"] / 4, abs=0.01)
+    table = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(human)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "Spearman" in table.output and "human scores constant" in table.output
+    bad = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(tmp_path / "missing.csv")])
+    assert bad.exit_code == 2 and "missing.csv" in bad.output

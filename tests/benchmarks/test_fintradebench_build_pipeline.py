@@ -1,0 +1,193 @@
+"""FinTradeBench build: `build run` end to end with fake models, resume, self-selection, scaling, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finharness.benchmarks.fintradebench.build.candidates import (DEFAULT_BUILD_LEVELS, CandidateAnswer,
+                                                                  parse_levels, render_level, self_select)
+from finharness.benchmarks.fintradebench.build.pipeline import BuildQuestion, read_questions_file, select_questions
+from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
+from finharness.cli import app
+from finharness.core.store import RunStore
+from finharness.data.errors import DataError
+
+VERDICT = {"evaluations": [{"indicator_analysis": {"found_indicators": ["RSI"], "total_golden_indicators": 3,
+                                                   "indicators_found_count": 1},
+                            "bias_analysis": {"trading_signals_score": 4, "fundamental_score": 3},
+                            "overall_quality": {"correctness_score": 4, "reasoning_score": 5}}]}
+
+CONTRACT = {
+    "questions.jsonl": {"question_id", "category", "ticker", "as_of", "question", "golden_indicators", "source_id",
+                        "scaled"},
+    "candidates.jsonl": {"question_id", "model", "level", "candidate_index", "text", "indicators_named"},
+    "selected.jsonl": {"question_id", "model", "candidate_index", "level", "text", "rule"},
+    "audit.jsonl": {"question_id", "model", "candidate_index", "level", "stage", "claims", "supported",
+                    "contradicted", "not_found", "accurate"},
+    "judged.jsonl": {"question_id", "model", "candidate_index", "level", "stage", "judge", "scores", "golden_found"},
+}
+CLAIM_FIELDS = {"text", "value", "unit", "metric", "date", "reference", "tolerance", "status", "method"}
+
+
+def script(path: Path, rules: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"match": m, "reply": r}) + "\n" for m, r in rules), encoding="utf-8")
+    return path
+
+
+def model_spec(tmp_path: Path, name: str, choice: str) -> str:
+    rules = [("Prompt ID only", choice),  # self-selection
+             ("Level 3", f"[{name}] step by step: the RSI of 55.5 and a P/E of 30x; ROE of 20%."),
+             ("", f"[{name}] The MACD is 1.25 and the 20-day moving average is $100.50.")]
+    return f"fake?script={script(tmp_path / f'{name}.jsonl', rules)}&name={name}"
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def seed_file(shared_data, tmp_path_factory) -> Path:
+    """Three seed questions about single companies with filings (F1 Apple, FT1 Apple, FT4 Nvidia)."""
+    with (shared_data / SEED_FILE).open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        kept = [row for row in reader if row["question_id"] in ("F1", "FT1", "FT4")]
+        fields = reader.fieldnames
+    path = tmp_path_factory.mktemp("seeds") / "seeds.csv"
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(kept)
+    return path
+
+
+@pytest.fixture(scope="module")
+def build(shared_data, seed_file, tmp_path_factory):
+    """One `build run` on the three seeds plus two variants scaled to Apple (FT4 moved from Nvidia), two fake models."""
+    tmp = tmp_path_factory.mktemp("build")
+    specs = [model_spec(tmp, "alpha", "TELER_L3_Step_By_Step"), model_spec(tmp, "beta", "L0_Data_Only")]
+    judge = f"fake?script={script(tmp / 'judge.jsonl', [('EVALUATION RUBRIC', json.dumps(VERDICT))])}&name=judge"
+    out = tmp / "out"
+    command = ["fintradebench", "build", "run", "--models", ",".join(specs), "--judge", judge,
+               "--question-file", str(seed_file), "--tickers", "AAPL", "--scale-size", "2", "--data-dir",
+               str(shared_data), "--out", str(out), "--seed", "3", "--all-candidates", "-q", "--json"]
+    first = CliRunner().invoke(app, command)
+    assert first.exit_code == 0, first.output
+    calls_after_first = RunStore(out / "store.sqlite").count_calls()
+    second = CliRunner().invoke(app, command)
+    assert second.exit_code == 0, second.output
+    return {"out": out, "specs": specs, "judge": judge, "first": json.loads(first.stdout),
+            "second": json.loads(second.stdout), "calls_after_first": calls_after_first}
+
+
+def test_build_run_writes_every_file_with_the_contract_fields(build):
+    out = build["out"]
+    for name, fields in CONTRACT.items():
+        lines = rows(out / name)
+        assert lines, name
+        for line in lines:
+            assert fields <= set(line), (name, fields - set(line))
+    questions = rows(out / "questions.jsonl")
+    seeds = [q for q in questions if not q["scaled"]]
+    scaled = [q for q in questions if q["scaled"]]
+    assert [q["question_id"] for q in seeds] == ["F1", "FT1", "FT4"] and len(scaled) == 2
+    assert all(q["ticker"] == "AAPL" and q["source_id"] == "FT4" for q in scaled)  # F1, FT1 are about Apple
+    per_unit = len(questions) * len(build["specs"])
+    candidates = rows(out / "candidates.jsonl")
+    assert len(candidates) == per_unit * len(DEFAULT_BUILD_LEVELS)
+    assert {c["level"] for c in candidates} == set(DEFAULT_BUILD_LEVELS)
+    selected = rows(out / "selected.jsonl")
+    assert len(selected) == per_unit
+    assert {(s["model"] == build["specs"][0], s["level"], s["rule"]) for s in selected} == {
+        (True, "L3", "exact"), (False, "L0", "exact")}
+    audits = rows(out / "audit.jsonl")
+    assert sum(a["stage"] == "before" for a in audits) == len(candidates)
+    assert sum(a["stage"] == "after" for a in audits) == len(selected)
+    for a in audits:
+        assert a["supported"] + a["contradicted"] + a["not_found"] == len(a["claims"])
+        assert a["accurate"] == (a["contradicted"] == 0 and a["supported"] >= 1)
+        assert all(CLAIM_FIELDS <= set(c) for c in a["claims"])
+    l3 = next(a for a in audits if a["level"] == "L3")
+    assert {c["metric"] for c in l3["claims"]} == {"RSI", "P/E", "Return on Equity"}
+    judged = rows(out / "judged.jsonl")
+    assert sum(j["stage"] == "after" for j in judged) == per_unit
+    assert sum(j["stage"] == "before" for j in judged) == len(candidates)  # --all-candidates
+    assert all(j["scores"] == {"correctness": 4, "reasoning_depth": 5, "signal_integration": 4,
+                               "fundamental_integration": 3} and j["golden_found"] == 1 for j in judged)
+    with (out / "scaled_questions.csv").open(encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle))
+    assert header == ["question_id", "question", "golden_indicators", "response", "ticker", "as_of", "source_id",
+                      "category"]
+
+
+def test_a_rerun_makes_no_new_call(build):
+    first, second = build["first"], build["second"]
+    assert first["candidates"]["calls"] > 0
+    texts = {(c["question_id"], c["model"], c["text"]) for c in rows(build["out"] / "candidates.jsonl")}
+    assert first["judge"]["calls"] == len(texts)  # each distinct answer judged once (the store dedupes the rest)
+    assert all(phase["calls"] == 0 for phase in second.values())
+    assert second["candidates"]["cache_hits"] == first["candidates"]["calls"] + first["candidates"]["cache_hits"]
+    assert RunStore(build["out"] / "store.sqlite").count_calls() == build["calls_after_first"]
+    summary = json.loads((build["out"] / "build.json").read_text())
+    assert set(summary["phases"]) >= {"scale", "candidates", "audit", "judge"}
+
+
+def test_self_selection_only_sees_the_models_own_candidates(build):
+    alpha, beta = build["specs"]
+    seen = {alpha: 0, beta: 0}
+    for call in RunStore(build["out"] / "store.sqlite").iter_calls():
+        prompt = call["request"]["messages"][-1]["content"]
+        if "Prompt ID only" not in prompt:
+            continue
+        own, other = ("[alpha]", "[beta]") if call["backend"] == alpha else ("[beta]", "[alpha]")
+        assert own in prompt and other not in prompt
+        seen[call["backend"]] += 1
+    assert seen[alpha] == seen[beta] == 5
+
+
+def test_self_select_refuses_foreign_candidates():
+    class Handle:
+        spec = "model-a"
+
+        async def chat(self, *args, **kwargs):
+            raise AssertionError("no call expected")
+
+    mine = CandidateAnswer("F1", "model-a", "L2", 0, "a", ())
+    foreign = CandidateAnswer("F1", "model-b", "L3", 1, "b", ())
+    with pytest.raises(ValueError, match="model-b"):
+        asyncio.run(self_select(Handle(), "question?", [mine, foreign]))
+
+
+def test_levels_and_l0(shared_data):
+    assert parse_levels(None) == ("L0", "L2", "L3", "L4", "L5", "L6")
+    assert parse_levels("l0,L1") == ("L0", "L1")
+    with pytest.raises(ValueError, match="L7"):
+        parse_levels("L1,L7")
+    prompt = render_level("L0", "Is Apple cheap?", "TRADING", "FUNDAMENTALS")
+    assert prompt.startswith("Trading Signals Context:\nTRADING") and "Question:\nIs Apple cheap?" in prompt
+    assert "TELeR" not in prompt and "analyst" not in prompt  # no instruction at all
+    assert "TRADING" in render_level("L1", "Is Apple cheap?", "TRADING", "FUNDAMENTALS")
+
+
+def test_select_questions_per_category_and_total(shared_data):
+    questions = read_questions(shared_data / SEED_FILE)
+    picked = select_questions(questions, per_category=5)
+    assert [q.id for q in picked] == [f"{c}{i}" for c in ("F", "T", "FT") for i in range(1, 6)]
+    assert [q.id for q in select_questions(questions, total=4)] == ["F1", "F2", "T1", "T2"]
+
+
+def test_bad_build_files_name_the_file_and_line(tmp_path):
+    good = BuildQuestion("F1", "F", "AAPL", __import__("datetime").date(2025, 9, 30), "q?", ("Return on Assets",),
+                         "F1", False, ("AAPL",), __import__("datetime").date(2025, 7, 1)).to_json()
+    bad = dict(good, question_id="F2")
+    del bad["as_of"]
+    (tmp_path / "questions.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"questions\.jsonl:2: missing field 'as_of'"):
+        read_questions_file(tmp_path)
+    result = CliRunner().invoke(app, ["fintradebench", "build", "audit", "--out", str(tmp_path / "empty"), "-q"])
+    assert result.exit_code == 2 and "questions.jsonl" in result.output
