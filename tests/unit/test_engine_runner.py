@@ -153,3 +153,20 @@ def test_sampled_generations_are_keyed_by_sample_index(tmp_path: Path):
 
     asyncio.run(go())
     assert backend.calls == 2 and counters.cache_hits == 1
+
+
+def test_changed_harness_code_solves_again_from_the_call_cache(tmp_path: Path, monkeypatch):
+    """Prompts written in code may change with the harness: finished samples are not resumed across a
+    code change (the run key has the source fingerprint), but unchanged requests come from the store."""
+    from finharness.core import runner
+
+    store = RunStore(tmp_path / "s.sqlite")
+    backend = FakeBackend()
+    first = run(EchoTask(n=3), backend, store)
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "another version of the harness")
+    second = run(EchoTask(n=3), backend, store)
+    assert second.results["run_key"] != first.results["run_key"]
+    assert backend.calls == 3, "the same requests are served from the call cache"
+    assert second.results["counts"]["cache_hits"] == 3
+    assert second.results["metrics"] == first.results["metrics"]
+

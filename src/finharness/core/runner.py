@@ -8,6 +8,8 @@ results.json / samples.jsonl / manifest.json, each written atomically at the end
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import inspect
 import json
 import random
@@ -298,9 +300,22 @@ class RunConfig:
     samples_sha256: str | None = None
     """Fingerprint of the samples run (ids and inputs): edited data (another exam in the same layout,
     a changed question) never reuses a finished sample of the old data."""
+    code_sha256: str | None = None
+    """Fingerprint of the harness's source: prompts written in code that changed (an upgrade, a fix)
+    never reuse finished samples; unchanged requests still come from the call cache."""
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """sha256 over the package's Python sources (path and bytes), computed once per process."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def samples_fingerprint(samples: Sequence[Sample]) -> str:
@@ -492,7 +507,8 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                for role, b in backends.items() if role in task.roles}
     config = RunConfig(task=task.name, task_config=dict(task.config()),
                        models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
-                       subset=subset, seed=seed, samples_sha256=fingerprint)
+                       subset=subset, seed=seed, samples_sha256=fingerprint,
+                       code_sha256=code_fingerprint())
     run_key = content_key(config.to_json())
     store.put_run(run_key, config.to_json())
     done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}
