@@ -78,7 +78,13 @@ def versions() -> dict[str, Any]:
 
 
 class LiveProgress:
-    """done/total, ETA, tokens/s, cache hits, retries, failures: a rich bar on a terminal, lines otherwise."""
+    """done/total, ETA, tokens/s, cache hits, retries, failures: a rich bar on a terminal, lines otherwise.
+
+    Called with a run's counters it shows that run; `row(label)` gives the callback of one more run
+    shown in the same display (the tasks of a pooled run), the first row then showing their sums."""
+
+    TOTALS = ("samples_done", "samples_total", "completion_tokens", "cache_hits", "retries", "failures")
+    """The counters a pooled run's first row adds up over its tasks."""
 
     def __init__(self, label: str, enabled: bool = True):
         from rich.console import Console
@@ -87,9 +93,11 @@ class LiveProgress:
         self.label = label
         self.enabled = enabled
         self.started = time.perf_counter()
-        self.last_line = 0.0
+        self.last_line: dict[str, float] = {}
         self.progress = None
         self.task_id = None
+        self.rows: dict[str, Any] = {}
+        """The latest counters of each row's run."""
 
     def __enter__(self) -> "LiveProgress":
         if self.enabled and self.console.is_terminal:
@@ -107,20 +115,38 @@ class LiveProgress:
             self.progress.__exit__(*exc)
 
     def __call__(self, c: Any) -> None:
+        self._show(self.task_id, self.label, c)
+
+    def row(self, label: str) -> Any:
+        """The progress callback of one run among several shown together."""
+        row_id = self.progress.add_task(label, total=None, stats="") if self.progress is not None else None
+
+        def update(c: Any) -> None:
+            self.rows[label] = c
+            self._show(row_id, label, c)
+            if self.progress is not None:  # as lines, each task's own lines say enough
+                from types import SimpleNamespace
+
+                totals = {name: sum(getattr(r, name) for r in self.rows.values()) for name in self.TOTALS}
+                self._show(self.task_id, self.label, SimpleNamespace(**totals))
+
+        return update
+
+    def _show(self, row_id: Any, label: str, c: Any) -> None:
         if not self.enabled:
             return
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         stats = (f"{c.completion_tokens / elapsed:.1f} tok/s  cache {c.cache_hits}  "
                  f"retries {c.retries}  failures {c.failures}")
         if self.progress is not None:
-            self.progress.update(self.task_id, total=c.samples_total, completed=c.samples_done, stats=stats)
+            self.progress.update(row_id, total=c.samples_total, completed=c.samples_done, stats=stats)
             return
         now = time.perf_counter()
-        if c.samples_done == c.samples_total or now - self.last_line > 5:
-            self.last_line = now
+        if c.samples_done == c.samples_total or now - self.last_line.get(label, 0.0) > 5:
+            self.last_line[label] = now
             rate = c.samples_done / elapsed
             eta = (c.samples_total - c.samples_done) / rate if rate > 0 else float("nan")
-            self.console.print(f"{self.label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
+            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
                                highlight=False)
 
 
@@ -148,15 +174,18 @@ def _slug(text: str) -> str:
 
 @app.command()
 def run(
-    task: str = typer.Argument(..., help="Task name (see `finharness list`)."),
+    task: list[str] = typer.Argument(..., metavar="TASK", help="Task name(s) (see `finharness list`); several tasks run as one "
+                                     "pool of requests sharing each model's slots."),
     model: str = typer.Option("embedded", "--model", "-m", help="Model spec of the model under test."),
     judge: Optional[str] = typer.Option(None, help="Model spec of the judge (tasks that judge)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of the simulated user."),
     limit: Optional[int] = typer.Option(None, help="Only the first N samples."),
     subset: Optional[int] = typer.Option(None, "--sample", help="A random subset of N samples (seeded by --seed)."),
     data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
-    out: Optional[Path] = typer.Option(None, help="Run directory (default runs/TASK__MODEL)."),
-    store: Optional[Path] = typer.Option(None, help="Run store (default OUT/store.sqlite or $FINHARNESS_STORE)."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default runs/TASK__MODEL; with several tasks "
+                                       "runs/TASK_TASK...__MODEL holding one folder per task)."),
+    store: Optional[Path] = typer.Option(None, help="Run store (default OUT/store.sqlite or $FINHARNESS_STORE); "
+                                         "the tasks of a pooled run share it."),
     concurrency: Optional[int] = typer.Option(None, help="Calls in flight per model."),
     seed: int = typer.Option(0, help="Seed recorded in the run and passed to tasks that sample."),
     split: Optional[str] = typer.Option(None, help="Data split (task-specific)."),
@@ -177,7 +206,11 @@ def run(
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
-    Rerunning the same command resumes: completed calls come from the run store."""
+    Several tasks (`run demo cfinbench`) are one pool of requests: one backend per model spec and
+    one run store for all, each model's slots shared by every task; each task writes OUT/TASK/ as a
+    run of it alone would (same run key: either resumes the other), and a summary table ends the
+    run. Task options apply to every task. Rerunning the same command resumes: completed calls come
+    from the run store."""
     import asyncio
     from contextlib import nullcontext
 
@@ -193,6 +226,12 @@ def run(
         fail("--executor must be local or ray")
     if executor == "local" and (address is not None or shards is not None):
         fail("--address and --shards need --executor ray")
+    tasks = list(task)
+    slugs = [_slug(name) for name in tasks]
+    if len(set(slugs)) < len(slugs):
+        fail(f"tasks {tasks} name the same run folder twice; give each task once")
+    if len(tasks) > 1 and executor == "ray":
+        fail("--executor ray runs one task at a time; run each task on its own (they can share --store)")
     if executor == "ray":
         from importlib.util import find_spec
 
@@ -201,21 +240,27 @@ def run(
         if find_spec("ray") is None:
             fail(INSTALL_HINT)
     task_opts = _task_options(split, shots, method, extract, mode, option)
-    task_obj = _make_task(task, task_opts)
-    out = out or Path("runs") / f"{_slug(task)}__{_slug(model)}"
+    task_objs = [_make_task(name, task_opts) for name in tasks]
+    out = out or Path("runs") / f"{_slug('+'.join(tasks))}__{_slug(model)}"
     store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
                            else out / "store.sqlite")
     specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
-    try:
-        backends = {role: from_spec(spec) for role, spec in specs.items()}
+    try:  # one backend per distinct spec: roles (and tasks) naming it share one loaded model and its slots
+        by_spec = {spec: from_spec(spec) for spec in dict.fromkeys(specs.values())}
     except SpecError as err:
         fail(str(err))
+    backends = {role: by_spec[spec] for role, spec in specs.items()}
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()
     run_options = {"data_dir": resolved_data_dir, "limit": limit, "subset": subset, "concurrency": concurrency,
                    "seed": seed, "budget": PromptBudget(max_prompt_tokens, truncate)}
+    if len(tasks) > 1:
+        _run_pool(tasks, task_objs, backends, out=out, store_path=store_path, model=model, quiet=quiet,
+                  run_options=run_options, run_versions=run_versions, started=started)
+        return
+    task_name, task_obj = tasks[0], task_objs[0]
     sample_executor, cluster = None, nullcontext()
     if executor == "ray":
         from functools import partial
@@ -224,25 +269,98 @@ def run(
         from .core.ray_executor import RayExecutor, ShardJob, ray_session
         from .core.runner import make_task
 
-        job = ShardJob(task_factory=partial(make_task, task_class(task), task_opts), backend_specs=specs,
+        job = ShardJob(task_factory=partial(make_task, task_class(task_name), task_opts), backend_specs=specs,
                        backend_factory=from_spec, run_options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     run_store = RunStore(store_path)
     try:
-        with cluster, LiveProgress(f"{task} on {model}", enabled=not quiet) as progress:
+        with cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
             result = asyncio.run(run_task(task_obj, backends, run_store, out_dir=out, progress=progress,
                                           versions=run_versions, executor=sample_executor, **run_options))
     except (DataError, SpecError, ValueError) as err:
         fail(str(err))
     finally:
         run_store.close()
-    manifest = {"command": sys.argv, "started": started, "finished": time.time(), "run_key": result.results["run_key"],
-                "store": str(store_path), "data_dir": str(resolved_data_dir), "versions": run_versions,
-                "config": result.results["config"]}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
+                    run_versions=run_versions, started=started)
     _print_results(result.results)
     typer.echo(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
     if result.results["status"] != "complete":
+        raise typer.Exit(1)
+
+
+def _write_manifest(out: Path, results: dict[str, Any], *, store_path: Path, data_dir: Optional[Path],
+                    run_versions: dict[str, Any], started: float) -> None:
+    manifest = {"command": sys.argv, "started": started, "finished": time.time(), "run_key": results["run_key"],
+                "store": str(store_path), "data_dir": str(data_dir), "versions": run_versions,
+                "config": results["config"]}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _run_pool(tasks: list[str], task_objs: list[Any], backends: dict[str, Any], *, out: Path, store_path: Path,
+              model: str, quiet: bool, run_options: dict[str, Any], run_versions: dict[str, Any],
+              started: float) -> None:
+    """`run` with several tasks: one pool of requests (core/runner.py run_tasks), OUT/<task>/ each,
+    one summary table; exit 1 when a task is incomplete or could not run."""
+    import asyncio
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from .core.backend import SpecError
+    from .core.runner import PooledTask, run_tasks
+    from .core.store import RunStore
+    from .data.errors import DataError
+
+    out_dirs = [out / _slug(name) for name in tasks]
+    pool_started = time.perf_counter()
+    run_store = RunStore(store_path)
+    try:
+        with LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
+            jobs = [PooledTask(obj, backends, out_dir, progress=live.row(f"{name} on {model}"))
+                    for name, obj, out_dir in zip(tasks, task_objs, out_dirs)]
+            outcomes = asyncio.run(run_tasks(jobs, run_store, return_exceptions=True, versions=run_versions,
+                                             **run_options))
+    finally:
+        run_store.close()
+    pool_wall = time.perf_counter() - pool_started
+
+    table = Table(title=f"{len(tasks)} tasks on {model}  (pooled, {pool_wall:.1f} s)", box=box.SIMPLE_HEAD)
+    for col in ("task", "status", "headline", "value", "95% CI", "n", "calls", "cache hits", "wall s"):
+        table.add_column(col, no_wrap=col not in ("task", "headline"))
+    errors, all_complete = [], True
+    for name, out_dir, outcome in zip(tasks, out_dirs, outcomes):
+        if isinstance(outcome, Exception):
+            if not isinstance(outcome, (DataError, SpecError, ValueError)):
+                raise outcome  # a bug, not bad input: its traceback says more than a table row
+            errors.append(f"{name}: {outcome}")
+            all_complete = False
+            table.add_row(name, "error", *["—"] * 7)
+            continue
+        res = outcome.results
+        _write_manifest(out_dir, res, store_path=store_path, data_dir=run_options["data_dir"],
+                        run_versions=run_versions, started=started)
+        all_complete &= res["status"] == "complete"
+        metric = res["metrics"].get(res["headline"]) if res["headline"] else None
+        value = "—" if not metric or metric["value"] is None else f"{metric['value']:.4f}"
+        ci = "—" if not metric or not metric["ci95"] else f"[{metric['ci95'][0]:.4f}, {metric['ci95'][1]:.4f}]"
+        counts = res["counts"]
+        table.add_row(name, res["status"], str(res["headline"] or "—"), value, ci,
+                      str(metric["n"]) if metric else "—", str(counts["calls"]), str(counts["cache_hits"]),
+                      f"{res['timing']['wall_s']:.1f}")
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 120)  # a log keeps the table's rows whole
+    console.print(table)
+    for name, out_dir, outcome in zip(tasks, out_dirs, outcomes):
+        if not isinstance(outcome, Exception):
+            for note in outcome.results.get("notes", []):
+                console.print(f"note ({name}): {note}", highlight=False)
+            typer.echo(f"{name}: {out_dir / 'results.json'}  samples: {out_dir / 'samples.jsonl'}")
+    for message in errors:
+        typer.echo(f"error: {message}", err=True)
+    if not all_complete:
         raise typer.Exit(1)
 
 
@@ -453,7 +571,7 @@ def report(
 def demo(model: str = typer.Option("embedded", "--model", "-m"),
          out: Path = typer.Option(Path("runs/demo"), help="Run directory.")) -> None:
     """Run the built-in demo exam on the embedded model and say where the results are."""
-    run(task="demo", model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
+    run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
         max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None)
 

@@ -16,7 +16,7 @@ import random
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Collection, Mapping, MutableMapping, Sequence
 
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
@@ -105,6 +105,40 @@ class PromptBudget:
     'right' (drop the end of the last user turn)."""
 
 
+def count_shrink(counters: RunCounters, limiter: AdaptiveLimiter) -> None:
+    """Count one halving of a model's concurrency limit in a run's counters."""
+    counters.concurrency_shrinks += 1
+    lowest = counters.concurrency_min_limit
+    counters.concurrency_min_limit = limiter.limit if lowest is None else min(lowest, limiter.limit)
+
+
+def shared_model_state(backend: Backend, concurrency: int | None = None) -> dict[str, Any]:
+    """What every handle on one backend shares, whatever its role or task: the limiter bounding the
+    backend's calls in flight, its identity (computed once: it may hash the weights), and the counters
+    of the runs now using it (a halving of the limit is counted in each of them)."""
+    runs: list[RunCounters] = []
+
+    def on_shrink(limiter: AdaptiveLimiter) -> None:
+        for counters in runs:
+            count_shrink(counters, limiter)
+
+    limit = concurrency or backend.capabilities.max_concurrency or 1
+    return {"limiter": AdaptiveLimiter(limit, on_shrink=on_shrink), "identity": dict(backend.identity()),
+            "counters": runs, "backend": backend}  # the backend keeps its id() (the key) from being reused
+
+
+SharedHandles = MutableMapping[int, dict[str, Any]]
+"""id(backend) -> shared_model_state(backend): one limiter per backend for every role and task using it."""
+
+
+def model_state(shared: SharedHandles, backend: Backend, concurrency: int | None) -> dict[str, Any]:
+    """The backend's shared state, made on first use."""
+    state = shared.get(id(backend))
+    if state is None:
+        state = shared[id(backend)] = shared_model_state(backend, concurrency)
+    return state
+
+
 class CachedModel:
     """A backend seen through the store: what Task.solve uses (ModelHandle)."""
 
@@ -122,20 +156,15 @@ class CachedModel:
         self.budget = budget
         self.trace = trace if trace is not None else []
         if _shared is None:
-            limit = concurrency or backend.capabilities.max_concurrency or 1
-            _shared = {"limiter": AdaptiveLimiter(limit, on_shrink=self._count_shrink),
-                       "identity": dict(backend.identity())}
+            _shared = shared_model_state(backend, concurrency)
+        if not any(c is counters for c in _shared["counters"]):  # `is`: equal counts are other runs
+            _shared["counters"].append(counters)
         self._shared = _shared
 
     @property
     def limiter(self) -> AdaptiveLimiter:
         """This model's calls in flight: at most the configured concurrency, halved on rate limits."""
         return self._shared["limiter"]
-
-    def _count_shrink(self, limiter: AdaptiveLimiter) -> None:
-        self.counters.concurrency_shrinks += 1
-        lowest = self.counters.concurrency_min_limit
-        self.counters.concurrency_min_limit = limiter.limit if lowest is None else min(lowest, limiter.limit)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -479,12 +508,15 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                    seed: int = 0, budget: PromptBudget = PromptBudget(), retry: RetryPolicy | None = None,
                    progress: Callable[[RunCounters], None] | None = None,
                    versions: Mapping[str, Any] | None = None, only_ids: Collection[str] | None = None,
-                   executor: SampleExecutor | None = None) -> RunResult:
+                   executor: SampleExecutor | None = None,
+                   shared_handles: SharedHandles | None = None) -> RunResult:
     """Run `task` and write `out_dir`; finished samples and calls are read from and written to `store`.
 
     only_ids: solve only these samples of the selection (one shard of a distributed run: the run
     key stays the whole run's). executor: solves the pending samples elsewhere (core/ray_executor.py)
-    instead of in this process; loading, resuming, scoring and writing stay here."""
+    instead of in this process; loading, resuming, scoring and writing stay here. shared_handles:
+    each backend's limiter and identity, shared with the other tasks of a pooled run (run_tasks);
+    roles naming the same backend instance share one limiter in any case."""
     started = time.perf_counter()
     missing = [r for r in task.roles if r not in backends]
     if missing:
@@ -503,7 +535,9 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
         wanted = set(only_ids)
         samples = [s for s in samples if s.id in wanted]
     counters = RunCounters(samples_total=len(samples))
-    handles = {role: CachedModel(b, store, counters, role=role, concurrency=concurrency, retry=retry, budget=budget)
+    shared = shared_handles if shared_handles is not None else {}
+    handles = {role: CachedModel(b, store, counters, role=role, retry=retry, budget=budget,
+                                 _shared=model_state(shared, b, concurrency))
                for role, b in backends.items() if role in task.roles}
     config = RunConfig(task=task.name, task_config=dict(task.config()),
                        models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
@@ -548,6 +582,9 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
         agg = task.aggregate(samples, [r for r in records if r.score is not None])
     finally:
         task.close()
+        for state in {id(h._shared): h._shared for h in handles.values()}.values():
+            # this run's counts are final: later halvings belong to the runs still going
+            state["counters"][:] = [c for c in state["counters"] if c is not counters]
     wall = time.perf_counter() - started
     model_spec = backends["model"].spec if "model" in backends else ""
     results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,
@@ -555,3 +592,83 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     if out_dir is not None:
         write_run(out_dir, records, results_json)
     return RunResult(results_json, records, out_dir, counters)
+
+
+@dataclass(frozen=True)
+class PooledTask:
+    """One task of a pooled run (run_tasks)."""
+
+    task: Task
+    backends: Mapping[str, Backend]
+    """Backend by role; a backend instance named by several tasks or roles is shared by all of them."""
+    out_dir: Path | None
+    """Where this task's results.json / samples.jsonl go (None: nowhere)."""
+    progress: Callable[[RunCounters], None] | None = None
+    """This task's progress callback."""
+
+
+def dispatch_lanes(jobs: Sequence[PooledTask], shared: SharedHandles) -> list[list[int]]:
+    """Indices of `jobs` grouped into lanes: the tasks of a lane run one after another, lanes at once.
+
+    Tasks that use a common single-slot backend (a local llama.cpp model) share a lane, so that
+    backend sees one task's samples back to back, in the task's order: their shared prompt prefixes
+    (same instructions, same shots) stay adjacent for KV reuse, and with one slot the order cannot
+    shorten the run anyway. Every other task gets a lane of its own, so multi-slot backends (servers)
+    get the requests of all tasks interleaved and every slot stays busy. Lanes keep the given order."""
+    lane_of = list(range(len(jobs)))  # union-find over the tasks
+
+    def find(i: int) -> int:
+        while lane_of[i] != i:
+            lane_of[i] = lane_of[lane_of[i]]
+            i = lane_of[i]
+        return i
+
+    first_user: dict[int, int] = {}
+    for i, job in enumerate(jobs):
+        for role, backend in job.backends.items():
+            if role in job.task.roles and shared[id(backend)]["limiter"].maximum <= 1:
+                j = first_user.setdefault(id(backend), i)
+                lane_of[find(i)] = find(j)
+    lanes: dict[int, list[int]] = {}
+    for i in range(len(jobs)):
+        lanes.setdefault(find(i), []).append(i)
+    return sorted(lanes.values())
+
+
+async def run_tasks(jobs: Sequence[PooledTask], store: RunStore, *, data_dir: Path | None,
+                    concurrency: int | None = None, return_exceptions: bool = False,
+                    **run_options: Any) -> list[RunResult | Exception]:
+    """Run several tasks as one pool of requests: each backend's slots are shared by every task.
+
+    Each task is run by run_task as if alone (same run key, same store, same files in its out_dir),
+    so a task run in a pool resumes from, and is resumable by, the same task run alone. One limiter
+    per backend instance (`concurrency`, else the backend's own maximum) bounds the calls in flight
+    across all tasks. Dispatch policy (dispatch_lanes): tasks sharing a single-slot backend run one
+    after another, so it sees each task's samples adjacent (prefix reuse); all other tasks run at
+    once, their requests interleaved on multi-slot backends, each task's longest samples first.
+
+    data_dir, run_options: as for run_task (limit, subset, seed, budget, retry, versions), the same
+    for every task. return_exceptions: a task that fails (bad data, a task error) gives its
+    exception in its place instead of stopping the others, as in asyncio.gather. Results come in
+    the order of `jobs`."""
+    shared: SharedHandles = {}
+    for job in jobs:
+        for role, backend in job.backends.items():
+            if role in job.task.roles:
+                model_state(shared, backend, concurrency)
+    results: list[RunResult | Exception | None] = [None] * len(jobs)
+
+    async def run_lane(indices: list[int]) -> None:
+        for i in indices:
+            job = jobs[i]
+            try:
+                results[i] = await run_task(job.task, job.backends, store, data_dir=data_dir,
+                                            out_dir=job.out_dir, progress=job.progress,
+                                            concurrency=concurrency, shared_handles=shared, **run_options)
+            except Exception as err:  # handed back in the task's place, as asyncio.gather does
+                if not return_exceptions:
+                    raise
+                results[i] = err
+
+    await asyncio.gather(*(run_lane(lane) for lane in dispatch_lanes(jobs, shared)))
+    return results  # type: ignore[return-value]
