@@ -132,12 +132,14 @@ def solve_shard(job: ShardJob, sample_ids: Sequence[str]) -> ShardResult:
 
 
 async def _solve(job: ShardJob, sample_ids: Sequence[str], store: RunStore) -> Any:
-    backends = {role: job.backend_factory(spec) for role, spec in job.backend_specs.items()}
+    # one backend per distinct spec, as the CLI builds them: a model that is also the judge loads once
+    by_spec = {spec: job.backend_factory(spec) for spec in dict.fromkeys(job.backend_specs.values())}
+    backends = {role: by_spec[spec] for role, spec in job.backend_specs.items()}
     try:
         return await run_task(job.task_factory(), backends, store, out_dir=None, only_ids=sample_ids,
                               **job.run_options)
     finally:
-        for backend in backends.values():
+        for backend in by_spec.values():
             await backend.aclose()
 
 
