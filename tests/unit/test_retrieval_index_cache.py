@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -34,20 +33,15 @@ def _retrieve(data: Path, cache: Path, query: str = QUERY):
 
 def test_second_build_loads_from_cache_with_identical_results(aapl_copy: Path, tmp_path: Path, monkeypatch):
     cache = tmp_path / "cache"
-    started = time.perf_counter()
     cold = _retrieve(aapl_copy, cache)
-    cold_seconds = time.perf_counter() - started
     assert cold.index_from_cache is False
     assert (cache / "retrieval" / "index" / cold.index_key / "parents.json").is_file()
 
-    # A cached load must not parse or chunk anything.
+    # A cached load must not parse or chunk anything (checked by behaviour, not by timing: machines are noisy).
     monkeypatch.setattr(index_module, "load_filing", lambda *a, **k: pytest.fail("parsed although cached"))
-    started = time.perf_counter()
     warm = _retrieve(aapl_copy, cache)
-    warm_seconds = time.perf_counter() - started
     assert warm.index_from_cache is True and warm.index_key == cold.index_key
     assert warm.items == cold.items
-    assert warm_seconds < cold_seconds
 
 
 def test_editing_a_file_invalidates_the_index(aapl_copy: Path, tmp_path: Path):
