@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from finharness.cli import app
 from finharness.report import write_html_report
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+from ..benchmarks.test_cfinbench_task import write_exam
+
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -29,15 +30,6 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium 
 def run_cli(*args: str) -> None:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
-
-
-def write_tiny_exam(root: Path) -> Path:
-    files = json.loads((GOLDEN / "cfinbench_tiny_exam.json").read_text(encoding="utf-8"))["files"]
-    for name, objects in files.items():
-        path = root / f"{name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
-    return root
 
 
 def write_matches(path: Path) -> Path:
@@ -59,7 +51,7 @@ def write_matches(path: Path) -> Path:
 def report(tmp_path_factory) -> Path:
     """Runs: demo (fake; hostile replies), demo (another fake), CFinBench tiny exam x 2; plus matches."""
     root = tmp_path_factory.mktemp("report")
-    exam = write_tiny_exam(root / "exam")
+    exam = write_exam(root / "exam")
     run_cli("run", "demo", "--model", f"fake?reply={HOSTILE}", "--out", str(root / "demo_hostile"), "-q")
     run_cli("run", "demo", "--model", "fake?name=other", "--out", str(root / "demo_other"), "-q")
     run_cli("run", "cfinbench", "--model", "fake", "--data-dir", str(exam), "--out", str(root / "cfin_a"), "-q")

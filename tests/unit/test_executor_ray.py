@@ -23,8 +23,9 @@ from finharness.core.ray_executor import RayExecutor, ShardJob, split_shards
 from finharness.core.runner import make_task, run_task
 from finharness.core.store import RunStore
 
+from ..benchmarks.test_cfinbench_task import write_exam
+
 REPO = Path(__file__).resolve().parents[2]
-GOLDEN = REPO / "tests" / "golden"
 TIMING_FIELDS = ("latency_s",)
 
 
@@ -57,16 +58,6 @@ def ray_cluster():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
-
-
-def cfinbench_exam(root: Path) -> Path:
-    """The project's tiny exam (tests/golden) in the CFinBench layout."""
-    files = json.loads((GOLDEN / "cfinbench_tiny_exam.json").read_text(encoding="utf-8"))["files"]
-    for name, objects in files.items():
-        path = root / f"{name}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
-    return root
 
 
 def run(task_factory, spec: str, store: RunStore, out: Path | None, *, executor: RayExecutor | None = None,
@@ -113,7 +104,7 @@ def test_ray_run_equals_local_run(ray_cluster, tmp_path: Path, name: str):
         factory, options = partial(make_task, DemoTask, {}), {"data_dir": None}
     else:
         factory = partial(make_task, CFinBenchTask, {"shots": 3})
-        options = {"data_dir": cfinbench_exam(tmp_path / "exam")}
+        options = {"data_dir": write_exam(tmp_path / "exam")}
     spec = "fake?latency=0.01"
     local = run(factory, spec, RunStore(tmp_path / "local.sqlite"), tmp_path / "local", **options)
     store = RunStore(tmp_path / "ray.sqlite")
