@@ -11,16 +11,21 @@ from typing import Any, Optional
 
 import typer
 
-from . import __version__
 from ._cli import fail
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="finharness: measure how well language models do real financial work.")
 
 
+def _package_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"finharness {__version__}")
+        typer.echo(f"finharness {_package_version()}")
         raise typer.Exit()
 
 
@@ -60,7 +65,7 @@ def versions() -> dict[str, Any]:
     import subprocess
     from importlib import metadata
 
-    out: dict[str, Any] = {"finharness": __version__, "python": platform.python_version(),
+    out: dict[str, Any] = {"finharness": _package_version(), "python": platform.python_version(),
                            "platform": platform.platform()}
     for dist in ("numpy", "scipy", "pandas", "httpx", "llama_cpp_python"):
         try:

@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
 from statistics import NormalDist
 
 
@@ -48,6 +47,8 @@ def wilson_ci(successes: float, n: int, confidence: float = 0.95) -> tuple[float
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+    import numpy as np  # loaded when the metrics are computed, not at start-up
+
     x = np.asarray([v for v in values if v is not None], dtype=float)
     n = int(x.size)
     if n == 0:

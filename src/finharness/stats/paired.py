@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,7 @@ class PairedResult:
 
 
 def paired_test(a: Mapping[str, float], b: Mapping[str, float]) -> PairedResult:
+    import numpy as np
     from scipy import stats  # imported here: scipy.stats costs about a second at start-up
 
     ids = sorted(set(a) & set(b))
