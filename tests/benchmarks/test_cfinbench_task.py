@@ -58,16 +58,22 @@ class FakeModel:
     def note_truncation(self, policy, detail=""):
         self.truncations.append((policy, detail))
 
+    def note(self, event, detail=""):
+        self.trace.append({"event": event, "detail": detail})
+
 
 def run(task, samples, model):
-    """solve + score every sample, as the runner does."""
+    """solve + score every sample, as the runner does (each sample's trace kept on its record)."""
     models = Models({"model": model})
 
     async def go():
-        return [await task.solve(s, models) for s in samples]
+        solved = []
+        for s in samples:
+            model.trace = []
+            solved.append((await task.solve(s, models), tuple(model.trace)))
+        return solved
 
-    predictions = asyncio.run(go())
-    return [SampleRecord(s.id, p, task.score(s, p)) for s, p in zip(samples, predictions)]
+    return [SampleRecord(s.id, p, task.score(s, p), trace=trace) for s, (p, trace) in zip(samples, asyncio.run(go()))]
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -293,6 +299,11 @@ def test_paper_truncation_cuts_long_prompts_and_records_it(tmp_path):
     assert blind.chats[0][0][-1].content == task.prompt(samples[0])
     agg = uncountable_task.aggregate(uncountable_task.load(tmp_path), records)
     assert any("could not be applied" in note for note in agg.notes)
+    # a resumed run aggregates stored records with a task that solved nothing: the note comes from the traces
+    fresh = CFinBenchTask()
+    assert any("could not be applied" in note for note in fresh.aggregate(fresh.load(tmp_path), records).notes)
+    assert not any("could not be applied" in note for note in fresh.aggregate(
+        fresh.load(tmp_path), run(CFinBenchTask(), fresh.load(tmp_path), FakeModel())).notes)
 
 
 def test_truncation_flag_from_the_runner_is_counted(tmp_path):

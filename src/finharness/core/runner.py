@@ -207,6 +207,9 @@ class CachedModel:
         self.counters.budget_truncations += 1
         self.trace.append({"role": self.role, "event": "truncation", "policy": policy, "detail": detail})
 
+    def note(self, event: str, detail: str = "") -> None:
+        self.trace.append({"role": self.role, "event": event, "detail": detail})
+
     def _apply_budget(self, request: GenerateRequest) -> GenerateRequest:
         if self.fits(request.messages, request.params.max_tokens) in (True, None):
             return request

@@ -40,6 +40,11 @@ class ModelHandle(Protocol):
         """Record that the task cut a prompt by a named policy (counted, flagged on the sample)."""
         ...
 
+    def note(self, event: str, detail: str = "") -> None:
+        """Record something the task noticed while solving in this sample's trace (not counted): it is
+        stored with the sample, so aggregate() sees it on a resumed run too (SampleRecord.events)."""
+        ...
+
 
 @dataclass
 class Models:
@@ -94,6 +99,10 @@ class SampleRecord:
     def prompt_truncated(self) -> bool:
         """A prompt of this sample was cut to fit a budget (ModelHandle.note_truncation)."""
         return any(t.get("event") == "truncation" for t in self.trace)
+
+    def events(self, name: str) -> list[Mapping[str, Any]]:
+        """The trace entries a task recorded with ModelHandle.note(name, ...)."""
+        return [t for t in self.trace if t.get("event") == name]
 
     @property
     def length_stopped(self) -> bool:

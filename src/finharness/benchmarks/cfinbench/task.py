@@ -58,6 +58,9 @@ LAYOUT_HINT = ("expected ROOT/{dev,val,test}/{single_choice,multi_choice,judgmen
                "pass --data-dir ROOT (CFinBench has no public copy: use your own, or "
                "`finharness data convert ideafinbench` for CPA)")
 
+TOKENS_UNCOUNTABLE = "tokens-uncountable"
+"""Trace event: the truncation policy could not be applied, the backend cannot count tokens."""
+
 
 @dataclass(frozen=True)
 class CFinBenchOptions:
@@ -165,7 +168,6 @@ class CFinBenchTask(Task):
         self.settings = CFinBenchOptions.parse(options)
         super().__init__(**asdict(self.settings))
         self._categories: dict[str, Category] = {}
-        self._tokens_uncountable = False
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -251,7 +253,7 @@ class CFinBenchTask(Task):
             return text
         cut = right_truncate(text, policy.max_prompt_tokens, model.count_tokens)
         if cut is None:
-            self._tokens_uncountable = True
+            model.note(TOKENS_UNCOUNTABLE, f"policy {policy.name} not applied: the backend cannot count tokens")
             return text
         if cut != text:
             model.note_truncation(policy.name, f"prompt cut to its first {policy.max_prompt_tokens} tokens "
@@ -308,6 +310,7 @@ class CFinBenchTask(Task):
         scored: list[tuple[Sample, ScoredItem]] = []
         rules: Counter[str] = Counter()
         failed = unscored = truncated = 0
+        uncountable = any(record.events(TOKENS_UNCOUNTABLE) for record in records)
         for record in records:
             sample = by_id.get(record.id)
             if sample is None:
@@ -336,7 +339,7 @@ class CFinBenchTask(Task):
                                 for key, bucket in sorted(buckets.items(), key=lambda kv: natural_key(kv[0]))}
 
         types = present_types(items)
-        notes = self._notes(items, types, failed, unscored, truncated)
+        notes = self._notes(items, types, failed, unscored, truncated, uncountable)
         extra = {
             "headline": f"{headline} extraction, strict scoring: 'strict.score'",
             "weights": renormalised_weights(types),
@@ -352,7 +355,7 @@ class CFinBenchTask(Task):
         return Aggregate(metrics=summarise(items, headline), groups=groups, notes=notes, extra=extra)
 
     def _notes(self, items: Sequence[ScoredItem], types: Sequence[str], failed: int, unscored: int,
-               truncated: int) -> list[str]:
+               truncated: int, uncountable: bool) -> list[str]:
         notes = []
         if not items and unscored:
             notes.append(f"split {self.settings.split!r} has no gold answers: predictions were written, "
@@ -372,6 +375,6 @@ class CFinBenchTask(Task):
         if truncated:
             notes.append(f"{truncated} prompts right-truncated to {policy.max_prompt_tokens} tokens "
                          f"(policy {policy.name})")
-        if self._tokens_uncountable and policy.max_prompt_tokens is not None:
+        if uncountable:
             notes.append(f"truncation policy {policy.name} could not be applied: the backend cannot count tokens")
         return notes
