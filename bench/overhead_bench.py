@@ -2,18 +2,26 @@
 
 Prints requests/s, CPU seconds per 1,000 requests and peak memory. Run by hand:
     .venv/bin/python bench/overhead_bench.py [--n 10000]
+Before/after a change, in one run (each side in its own process, alternated, medians):
+    git worktree add /tmp/base HEAD
+    .venv/bin/python bench/overhead_bench.py --compare /tmp/base/src [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import resource
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchlib import Goal, Row
+from benchlib import REPO, Goal, Row
 
 from finharness.backends.fake import FakeBackend
 from finharness.core.runner import run_task
@@ -73,11 +81,52 @@ def p1(n: int = 10000) -> Row:
                details={"cold": cold, "cached": cached, "peak_rss_mib": round(peak, 1)})
 
 
+def measure_in_process(src: Path, n: int) -> dict:
+    """One P1 measurement in a fresh interpreter importing finharness from `src`."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, __file__, "--n", str(n), "--json"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def compare(base_src: Path, n: int, repeats: int) -> None:
+    """Base and current code alternated `repeats` times (the machine's load drifts); medians side by side."""
+    sides = {"base": base_src.resolve(), "after": REPO / "src"}
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for i in range(repeats):
+        for side, src in sides.items():
+            runs[side].append(measure_in_process(src, n))
+            m = runs[side][-1]
+            print(f"  run {i + 1} {side:5}: cold {m['cold']['requests_per_s']:7.0f} req/s, "
+                  f"cached {m['cached']['requests_per_s']:7.0f} req/s", file=sys.stderr)
+    figures = [("cold requests/s", lambda m: m["cold"]["requests_per_s"], "{:,.0f}"),
+               ("cold CPU s per 1,000", lambda m: m["cold"]["cpu_s_per_1000"], "{:.3f}"),
+               ("cached requests/s", lambda m: m["cached"]["requests_per_s"], "{:,.0f}"),
+               ("cached CPU s per 1,000", lambda m: m["cached"]["cpu_s_per_1000"], "{:.3f}"),
+               ("peak RSS MiB", lambda m: m["peak_rss_mib"], "{:.0f}")]
+    print(f"P1, {n:,} requests through fake: median of {repeats} alternated runs per side")
+    print(f"| {'figure':24} | {'base':>9} | {'after':>9} | after/base |")
+    print(f"|{'-' * 26}|{'-' * 11}|{'-' * 11}|{'-' * 12}|")
+    for label, get, fmt in figures:
+        base, after = (statistics.median(get(m) for m in runs[side]) for side in sides)
+        print(f"| {label:24} | {fmt.format(base):>9} | {fmt.format(after):>9} | {after / base:10.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=10000)
+    parser.add_argument("--json", action="store_true", help="print the measurements as one JSON line")
+    parser.add_argument("--compare", type=Path, metavar="BASE_SRC",
+                        help="the src/ folder of the code to compare with (e.g. a git worktree of HEAD)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternated runs per side with --compare")
     args = parser.parse_args()
+    if args.compare is not None:
+        compare(args.compare, args.n, args.repeats)
+        return
     row = p1(args.n)
+    if args.json:
+        print(json.dumps(row.details))
+        return
     for label in ("cold", "cached"):
         m = row.details[label]
         print(f"{label:7} n={m['n']}  wall {m['wall_s']:7.2f} s  {m['requests_per_s']:8.0f} requests/s  "

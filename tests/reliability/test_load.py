@@ -114,8 +114,13 @@ def check_nothing_lost(tmp_path: Path, n: int, results: dict, counters: Any, sto
     counts = results["counts"]
     assert counts["calls"] == counts["samples"] == n and counts["failures"] == 0, counts
     seen = f"server saw {dict(counters.by_kind)}, max {counters.max_in_flight} at once; counts {counts}"
-    assert counts["retries"] == counters.retryable_faults() > 0, seen  # every fault retried, once
-    assert counters.requests == n + counts["retries"], seen
+    # Every attempt that reached the server is a success (one per sample) or an injected fault.
+    assert counters.requests == n + counters.retryable_faults(), seen
+    # Every fault is retried once. A few more retries are legitimate: under load a kept-alive
+    # connection can be closed before the server reads the request ("closed without a response"),
+    # which the server never sees as a request; those are bounded, never lost, never repeated.
+    assert counters.retryable_faults() > 0 and counts["retries"] >= counters.retryable_faults(), seen
+    assert counts["retries"] - counters.retryable_faults() <= max(3, n // 100), seen
     # every answer belongs to its own question (no crossed responses under load)
     assert results["metrics"]["accuracy"]["value"] == 1.0 and results["metrics"]["accuracy"]["n"] == n
     lines = (tmp_path / "run" / "samples.jsonl").read_text(encoding="utf-8").splitlines()

@@ -3,13 +3,25 @@
 Calls are content-addressed: key = sha256 of the backend's identity and the
 exact request (and, for sampled generations, the seed and sample index, which
 are fields of the request). A rerun finds every completed call here, so it
-computes nothing twice; a `kill -9` loses at most the call in flight, because
-each call is committed as soon as it returns.
+computes nothing twice.
+
+Durability (group commit). Outside an event loop every write commits at once. Inside one, writes
+are queued in order and committed together, in one transaction, at the end of the event-loop
+iteration in which they were made (and at once, by the next write, when the oldest queued row is
+MAX_COMMIT_DELAY_S old); the runner awaits `synced()` after storing a sample, so a sample is counted
+done only once it and every call it made are committed, and a sample row is never committed before
+its calls (one ordered queue). A `kill -9` therefore loses only the calls in flight and those
+answered within the current loop iteration (at most MAX_COMMIT_DELAY_S earlier while writes keep
+coming); a rerun makes those again. `PRAGMA synchronous=NORMAL` under WAL keeps every committed
+transaction through a process crash (what `kill -9` is); only a power loss or OS crash can take
+back the last commits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import itertools
 import json
 import sqlite3
 import threading
@@ -19,6 +31,12 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 SCHEMA_VERSION = 1
+
+MAX_COMMIT_DELAY_S = 0.005
+"""Longest a queued row waits for its commit while further writes keep coming (seconds)."""
+
+MAX_QUEUED_ROWS = 1024
+"""Queued rows committed at once whatever their age (bounds the memory and one transaction)."""
 
 # Each migration takes the store from version i to i+1 (simonw/llm style): append, never edit.
 MIGRATIONS: list[str] = [
@@ -79,12 +97,23 @@ class StoreRows:
     """(run_key, sample_id, record, created): finished samples."""
 
 
+# json.dumps with these options builds this very encoder on every call; made once, it encodes the same bytes.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _CANONICAL_ENCODER.encode(obj)
 
 
 def content_key(*parts: Any) -> str:
     return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
+
+
+def content_key_of_canonical(*canonical_parts: str) -> str:
+    """content_key(*parts), given canonical_json(part) for each part: a JSON array is its items'
+    encodings joined by ',' in brackets, so a part already encoded (the request stored beside the
+    key, the backend identity) is not encoded again. Same bytes, same key."""
+    return hashlib.sha256(("[" + ",".join(canonical_parts) + "]").encode("utf-8")).hexdigest()
 
 
 class RunStore:
@@ -99,6 +128,14 @@ class RunStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=60000")
+        self._queued: list[tuple[str, tuple]] = []
+        """Writes made inside an event loop and not committed yet, in order (see the module docstring)."""
+        self._queued_calls: dict[str, tuple[str, float]] = {}
+        """key -> (response JSON, latency) of the queued calls: get_call reads its own writes."""
+        self._oldest_queued = 0.0
+        self._batch: asyncio.Future[None] | None = None
+        """Resolved when the loop-iteration commit of the queued rows is done (None: none scheduled)."""
+        self._batch_loop: asyncio.AbstractEventLoop | None = None
         self._migrate()
 
     def _migrate(self) -> None:
@@ -119,13 +156,85 @@ class RunStore:
                 self._conn.execute("ROLLBACK")
                 raise
 
-    def _write(self, sql: str, args: tuple) -> None:
+    # -- group commit -----------------------------------------------------------
+    def _write(self, sql: str, args: tuple, call: tuple[str, str, float] | None = None) -> None:
+        """Commit `sql` now (no event loop running here) or queue it for the group commit; `call`:
+        (key, response JSON, latency) of a call row, which get_call must find while it is queued."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
         with self._lock:
-            self._conn.execute(sql, args)
+            if loop is not None and self._batch_loop is not None and self._batch_loop.is_closed():
+                self._commit_queued()  # an earlier loop ended before its commit ran
+                self._batch = self._batch_loop = None
+            if loop is None or (self._batch_loop is not None and self._batch_loop is not loop):
+                self._commit_queued()  # keep the order: what was queued before commits first
+                self._conn.execute(sql, args)
+                return
+            now = time.monotonic()
+            if not self._queued:
+                self._oldest_queued = now
+            self._queued.append((sql, args))
+            if call is not None:
+                self._queued_calls[call[0]] = call[1:]
+            if self._batch is None:
+                self._batch, self._batch_loop = loop.create_future(), loop
+                loop.call_soon(self._commit_batch)
+            if now - self._oldest_queued >= MAX_COMMIT_DELAY_S or len(self._queued) >= MAX_QUEUED_ROWS:
+                self._commit_queued()
+
+    def _commit_queued(self) -> None:
+        """Commit the queued rows in one transaction (the lock is held). On error they stay queued."""
+        if not self._queued:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, rows in itertools.groupby(self._queued, key=lambda write: write[0]):
+                self._conn.executemany(sql, [args for _, args in rows])
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        self._queued.clear()
+        self._queued_calls.clear()
+
+    def _commit_batch(self) -> None:
+        """The end-of-iteration commit scheduled by the first queued write; wakes `synced()`."""
+        with self._lock:
+            batch, self._batch, self._batch_loop = self._batch, None, None
+            try:
+                self._commit_queued()
+            except BaseException as err:  # the samples waiting for it fail; the rows stay queued
+                if batch is not None and not batch.done():
+                    batch.set_exception(err)
+                return
+        if batch is not None and not batch.done():
+            batch.set_result(None)
+
+    def flush(self) -> None:
+        """Commit every queued write now."""
+        with self._lock:
+            self._commit_queued()
+
+    async def synced(self) -> None:
+        """Return once every write made so far is committed (at the end of this loop iteration:
+        the samples finishing in one iteration share one transaction)."""
+        batch = self._batch
+        if batch is None or not self._queued:  # nothing waits for a commit (rows leave the queue only committed)
+            return
+        if self._batch_loop is not asyncio.get_running_loop():
+            self.flush()
+            return
+        await asyncio.shield(batch)  # shared by every waiter: a cancelled waiter must not cancel it
 
     # -- calls ---------------------------------------------------------------
     def get_call(self, key: str) -> dict[str, Any] | None:
         with self._lock:
+            queued = self._queued_calls.get(key)
+            if queued is not None:
+                return {"response": json.loads(queued[0]), "latency_s": queued[1]}
             row = self._conn.execute("SELECT response, latency_s FROM calls WHERE key=?", (key,)).fetchone()
         if row is None:
             return None
@@ -133,8 +242,14 @@ class RunStore:
 
     def put_call(self, key: str, backend: str, kind: str, request: Mapping[str, Any],
                  response: Mapping[str, Any], latency_s: float) -> None:
+        self.put_call_json(key, backend, kind, canonical_json(request), canonical_json(response), latency_s)
+
+    def put_call_json(self, key: str, backend: str, kind: str, request_json: str, response_json: str,
+                      latency_s: float) -> None:
+        """put_call with the request and response already in canonical JSON."""
         self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?)",
-                    (key, backend, kind, canonical_json(request), canonical_json(response), latency_s, time.time()))
+                    (key, backend, kind, request_json, response_json, latency_s, time.time()),
+                    call=(key, response_json, latency_s))
 
     def put_failure(self, key: str, backend: str, kind: str, request: Mapping[str, Any], error: str,
                     attempts: int) -> None:
@@ -144,10 +259,12 @@ class RunStore:
 
     def count_calls(self) -> int:
         with self._lock:
+            self._commit_queued()
             return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:
+            self._commit_queued()
             rows = self._conn.execute("SELECT key, backend, kind, request, response FROM calls").fetchall()
         for key, backend, kind, request, response in rows:
             yield {"key": key, "backend": backend, "kind": kind, "request": json.loads(request),
@@ -159,6 +276,7 @@ class RunStore:
 
     def get_samples(self, run_key: str) -> dict[str, dict[str, Any]]:
         with self._lock:
+            self._commit_queued()
             rows = self._conn.execute("SELECT sample_id, record FROM samples WHERE run_key=?", (run_key,)).fetchall()
         return {sid: json.loads(rec) for sid, rec in rows}
 
@@ -169,6 +287,7 @@ class RunStore:
     def get_run(self, run_key: str) -> dict[str, Any] | None:
         """The config a run key was made from (None: no such run here)."""
         with self._lock:
+            self._commit_queued()
             row = self._conn.execute("SELECT config FROM runs WHERE run_key=?", (run_key,)).fetchone()
         return None if row is None else json.loads(row[0])
 
@@ -176,6 +295,7 @@ class RunStore:
     def export_rows(self, run_key: str) -> StoreRows:
         """Every call and failure in this store, and the run's row and finished samples."""
         with self._lock:
+            self._commit_queued()
             return StoreRows(
                 calls=self._conn.execute(f"SELECT {_CALL_COLUMNS} FROM calls").fetchall(),
                 failures=self._conn.execute(f"SELECT {_FAILURE_COLUMNS} FROM failures").fetchall(),
@@ -189,6 +309,7 @@ class RunStore:
         here are kept (calls are content-addressed, so importing the same rows twice changes nothing);
         failures are a log and are appended."""
         with self._lock:
+            self._commit_queued()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(f"INSERT OR IGNORE INTO calls ({_CALL_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
@@ -204,4 +325,5 @@ class RunStore:
 
     def close(self) -> None:
         with self._lock:
+            self._commit_queued()
             self._conn.close()

@@ -187,8 +187,35 @@ class Score:
     """Free text for the reader (e.g. why a program failed)."""
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+"""Types returned as they are (exact types: subclasses such as enums take the general path)."""
+
+_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Field names of the dataclasses met so far: the fast path's dispatch table."""
+
+
 def to_jsonable(obj: Any) -> Any:
-    """Dataclasses, tuples and mappings to plain JSON values (on the hot path of every call: no asdict copy)."""
+    """Dataclasses, tuples and mappings to plain JSON values (on the hot path of every call: no asdict
+    copy; exact types are dispatched first, anything else takes `_to_jsonable_general`)."""
+    cls = type(obj)
+    if cls in _PLAIN_TYPES:
+        return obj
+    names = _DATACLASS_FIELDS.get(cls)
+    if names is not None:
+        out = {}
+        for name in names:
+            value = getattr(obj, name)
+            out[name] = value if type(value) in _PLAIN_TYPES else to_jsonable(value)
+        return out
+    if cls is list or cls is tuple:
+        return [v if type(v) in _PLAIN_TYPES else to_jsonable(v) for v in obj]
+    if cls is dict:
+        return {str(k): (v if type(v) in _PLAIN_TYPES else to_jsonable(v)) for k, v in obj.items()}
+    return _to_jsonable_general(obj)
+
+
+def _to_jsonable_general(obj: Any) -> Any:
+    """The rules in full (subclasses, mappings, dataclasses met for the first time)."""
     if obj is None or isinstance(obj, (str, int, float)):
         return obj
     if isinstance(obj, (list, tuple)):
@@ -196,7 +223,10 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if hasattr(obj, "__dataclass_fields__"):
-        return {name: to_jsonable(getattr(obj, name)) for name in _field_names(type(obj))}
+        names = _field_names(type(obj))
+        if hasattr(type(obj), "__dataclass_fields__"):  # a dataclass type, not an odd instance
+            _DATACLASS_FIELDS[type(obj)] = names
+        return {name: to_jsonable(getattr(obj, name)) for name in names}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     return obj
