@@ -146,7 +146,7 @@ _NUMBER_EXPRESSION = re.compile(
 )
 
 
-def _normalise(text: str) -> tuple[str, list[str]]:
+def normalise_number_text(text: str) -> tuple[str, list[str]]:
     """NFKC (full-width digits and signs become ASCII) and unicode minus signs become '-'."""
     notes = []
     normalised = unicodedata.normalize("NFKC", text)
@@ -187,7 +187,7 @@ def _reading_from_match(match: re.Match, notes: list[str], rule: str) -> NumberR
 
 def parse_number(text: str, rule: str = "number") -> NumberReading:
     """Read `text` as exactly one number expression ('(1,234)', '−5.2%', '$3.4bn', '1.2万', 'USD 1,000')."""
-    normalised, notes = _normalise((text or "").strip())
+    normalised, notes = normalise_number_text((text or "").strip())
     normalised = normalised.strip().rstrip(".").strip()
     match = _NUMBER_EXPRESSION.fullmatch(normalised)
     if not match:
@@ -197,7 +197,7 @@ def parse_number(text: str, rule: str = "number") -> NumberReading:
 
 def find_numbers(text: str, rule: str = "number") -> list[NumberReading]:
     """Every number expression in running text, in order."""
-    normalised, notes = _normalise(text or "")
+    normalised, notes = normalise_number_text(text or "")
     readings = []
     for match in _NUMBER_EXPRESSION.finditer(normalised):
         if not match.group("digits"):

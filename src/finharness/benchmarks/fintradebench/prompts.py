@@ -138,7 +138,7 @@ Final Answer:
 }
 """run_snowflake_rag_pipeline.py PROMPTS_TO_EVALUATE, by level."""
 
-_IDEAL_CONTEXTS = """Trading Signals Context:
+IDEAL_CONTEXTS = """Trading Signals Context:
 {trading_context_str}
 
 Fundamental Data Context:
@@ -167,7 +167,7 @@ IDEAL_PROMPTS: Mapping[str, str] = {
     "L1": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 1)
 Use the provided 'Context' from financial documents as your primary source of truth and answer the given question.
 
-""" + _IDEAL_CONTEXTS + """
+""" + IDEAL_CONTEXTS + """
 Answer:
 """,
     "L2": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 2)
@@ -178,22 +178,22 @@ Your analysis should clearly distinguish between the reasoning process for your 
 """,
     "L3": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 3)
 You are a senior financial analyst. Break down and answer the question methodically:
-""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + "\n" + _NO_ADVICE + "\n" + _IDEAL_CONTEXTS + _IDEAL_RATIONALE
+""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + "\n" + _NO_ADVICE + "\n" + IDEAL_CONTEXTS + _IDEAL_RATIONALE
     + "[Provide final answer]\n",
     "L4": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 4)
 You are a senior financial analyst. Break down and answer the question methodically:
-""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + "\n" + _NO_ADVICE + _CRITERIA + "\n" + _IDEAL_CONTEXTS + _IDEAL_RATIONALE
+""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + "\n" + _NO_ADVICE + _CRITERIA + "\n" + IDEAL_CONTEXTS + _IDEAL_RATIONALE
     + "[Provide final answer]\n",
     "L5": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 5)
 You are a senior financial analyst. Break down and answer the question methodically:
-""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + _IDEAL_SUPPORT + "\n" + _NO_ADVICE + _CRITERIA + "\n" + _IDEAL_CONTEXTS
+""" + _STEPS_1_4 + _IDEAL_STEPS_3_4 + _IDEAL_SUPPORT + "\n" + _NO_ADVICE + _CRITERIA + "\n" + IDEAL_CONTEXTS
     + _IDEAL_EVIDENCE + _IDEAL_RATIONALE + "[Provide final answer]\n",
     "L6": """(TELeR: Single-Turn, Instruction-Style, Role-Specified, Level 6)
 You are a senior financial analyst. Break down and answer the question methodically:
 
 """ + _STEPS_1_4 + _IDEAL_STEPS_3_4 + _IDEAL_SUPPORT
     + "6. **Justify:** Justify why information from *both* contexts is included or excluded and explain your reasoning.\n"
-    + "\n" + _NO_ADVICE + _CRITERIA + "\n" + _IDEAL_CONTEXTS + _IDEAL_EVIDENCE + _IDEAL_RATIONALE
+    + "\n" + _NO_ADVICE + _CRITERIA + "\n" + IDEAL_CONTEXTS + _IDEAL_EVIDENCE + _IDEAL_RATIONALE
     + "[Comprehensive, well-justified answer]\n",
 }
 """generate_benchmark_responses.py PROMPTS_TO_EVALUATE, by level."""

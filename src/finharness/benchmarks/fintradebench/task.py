@@ -44,12 +44,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from ..._text import natural_key
 from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
@@ -73,11 +73,6 @@ DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
 
 SELECTION_MAX_TOKENS = 32
 """Self-selection replies are one prompt id."""
-
-
-def _natural(question_id: str) -> tuple[str, int, str]:
-    match = re.match(r"^([A-Z]+)(\d+)(.*)$", question_id)
-    return (match.group(1), int(match.group(2)), match.group(3)) if match else (question_id, 0, "")
 
 
 @dataclass(frozen=True)
@@ -158,7 +153,7 @@ class FinTradeBenchTask(Task):
         self._market = MarketData(root, self.settings.fundamentals)  # type: ignore[arg-type]
         path = Path(self.settings.questions) if self.settings.questions else root / SEED_FILE
         questions = read_questions(path, self._market.tickers_with_prices())
-        questions.sort(key=lambda q: (CATEGORIES.index(q.category), _natural(q.id)))
+        questions.sort(key=lambda q: (CATEGORIES.index(q.category), natural_key(q.id)))
         if self.settings.per_category is not None:
             taken: Counter[str] = Counter()
             kept = []

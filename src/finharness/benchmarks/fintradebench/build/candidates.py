@@ -27,14 +27,14 @@ from typing import Any, Mapping, Sequence
 
 from ....core.types import GenerateParams, Message
 from ..indicators import named_indicators
-from ..prompts import (_IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate,
+from ..prompts import (IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate,
                        parse_selection, render, selection_prompt)
 from ..task import SELECTION_MAX_TOKENS
 
 L0 = "L0"
 """The data-only level."""
 
-L0_PROMPT = _IDEAL_CONTEXTS
+L0_PROMPT = IDEAL_CONTEXTS
 """L0's template: the release's ideal data block itself (prompts.py), nothing else."""
 
 L0_PROMPT_ID = "L0_Data_Only"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
+from ...._text import natural_key
 from ....core.backend import Backend, CallFailed
 from ....core.runner import CachedModel, RunCounters
 from ....core.store import RunStore
@@ -30,7 +31,6 @@ from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key
 from ..ideal import MarketData
 from ..judge import judge_answer, judge_messages
 from ..questions import CATEGORIES, GROUPS, Question
-from ..task import _natural
 from .audit import AnswerAudit, AuditScope, Knowledge, audit_answer
 from .candidates import CandidateAnswer, SelectedAnswer, generate_candidates, self_select
 
@@ -111,7 +111,7 @@ def select_questions(questions: Sequence[Question], per_category: int | None = N
     """In natural id order per category (F1, F2, ... as `finharness run -o per_category=N`): the first
     `per_category` of each category, then at most `total` (without `per_category`, total/3 per category,
     rounded up)."""
-    ordered = sorted(questions, key=lambda q: (CATEGORIES.index(q.category), _natural(q.id)))
+    ordered = sorted(questions, key=lambda q: (CATEGORIES.index(q.category), natural_key(q.id)))
     if per_category is None and total is not None:
         per_category = -(-total // len(CATEGORIES))
     if per_category is not None:
