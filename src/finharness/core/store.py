@@ -185,7 +185,8 @@ class RunStore:
                 self._commit_queued()
 
     def _commit_queued(self) -> None:
-        """Commit the queued rows in one transaction (the lock is held). On error they stay queued."""
+        """Commit the queued rows in one transaction (the lock is held). On error they stay queued to be
+        retried, except rows SQLite can never bind (dropped: they would fail every retry)."""
         if not self._queued:
             return
         self._conn.execute("BEGIN IMMEDIATE")
@@ -193,12 +194,30 @@ class RunStore:
             for sql, rows in itertools.groupby(self._queued, key=lambda write: write[0]):
                 self._conn.executemany(sql, [args for _, args in rows])
             self._conn.execute("COMMIT")
-        except BaseException:
+        except BaseException as err:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
+            if isinstance(err, (ValueError, OverflowError, sqlite3.InterfaceError)):
+                self._drop_unstorable()  # a row SQLite cannot bind would fail every later commit too
             raise
         self._queued.clear()
         self._queued_calls.clear()
+
+    def _drop_unstorable(self) -> None:
+        """Drop the queued rows SQLite can never bind (a reply holding half a surrogate pair, an
+        integer over 64 bits); the others stay queued for the next commit."""
+        def storable(args: tuple) -> bool:
+            try:
+                self._conn.execute("SELECT " + ",".join("?" * len(args)), args)
+            except (ValueError, OverflowError, sqlite3.InterfaceError):
+                return False
+            return True
+
+        dropped = [write for write in self._queued if not storable(write[1])]
+        self._queued = [write for write in self._queued if write not in dropped]
+        for sql, args in dropped:
+            if sql.startswith("INSERT OR REPLACE INTO calls"):
+                self._queued_calls.pop(args[0], None)
 
     def _commit_batch(self) -> None:
         """The end-of-iteration commit scheduled by the first queued write; wakes `synced()`."""

@@ -1,0 +1,121 @@
+"""Findings of the engine review (group commit, limiter, pooled runs), each pinned by a test."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from finharness.backends.fake import FakeBackend
+from finharness.core.runner import model_state, run_task
+from finharness.core.store import RunStore
+from finharness.core.task import Models, Task
+from finharness.core.types import GenerateParams, GenerateResponse, Message, Sample, Score
+
+UNSTORABLE = "\ud83d"
+"""Half a surrogate pair: a str Python holds (a JSON reply may carry the escape "\\ud83d") that SQLite
+cannot store (UTF-8 has no encoding for it)."""
+
+
+def committed_keys(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {row[0] for row in conn.execute("SELECT key FROM calls")}
+
+
+def test_a_row_that_can_never_be_stored_does_not_wedge_the_queue(tmp_path: Path):
+    """One unstorable row fails its own group commit, but the rows queued with it and every later
+    write still commit, and the store still closes (before: every later commit failed the same way,
+    so one bad reply failed every sample of every pooled task, and close() raised)."""
+    store = RunStore(tmp_path / "s.sqlite")
+
+    async def scenario() -> None:
+        store.put_call("good-1", "fake", "generate", {"q": 1}, {"text": "fine"}, 0.01)
+        store.put_call("bad", "fake", "generate", {"q": 2}, {"text": UNSTORABLE}, 0.01)
+        with pytest.raises(UnicodeEncodeError):
+            await store.synced()
+        store.put_call("good-2", "fake", "generate", {"q": 3}, {"text": "fine too"}, 0.01)
+        await store.synced()
+        assert store.get_call("bad") is None, "a call that was not stored is not served either"
+
+    asyncio.run(scenario())
+    assert committed_keys(store.path) == {"good-1", "good-2"}
+    store.close()
+
+
+class OneCallTask(Task):
+    name = "one-call"
+
+    def __init__(self, n: int = 6):
+        super().__init__(n=n)
+        self.n = n
+
+    def load(self, data_dir):
+        return [Sample(id=f"s{i}", input=f"q{i}", target="A") for i in range(self.n)]
+
+    async def solve(self, sample, models: Models):
+        return (await models.model.chat([Message("user", sample.input)], GenerateParams(max_tokens=8))).text
+
+    def score(self, sample, prediction):
+        return Score(value=float("A" in prediction))
+
+
+class HalfSurrogateBackend(FakeBackend):
+    """Answers sample q0 with an unstorable reply, the others normally."""
+
+    async def generate(self, request):
+        response = await super().generate(request)
+        if request.messages[-1].content == "q0":
+            return GenerateResponse(text="A" + UNSTORABLE, finish_reason="stop", prompt_tokens=1,
+                                    completion_tokens=1)
+        return response
+
+
+def test_after_an_unstorable_reply_fails_a_run_the_next_run_on_the_store_completes(tmp_path: Path):
+    store = RunStore(tmp_path / "s.sqlite")
+    with pytest.raises(UnicodeEncodeError):
+        asyncio.run(run_task(OneCallTask(), {"model": HalfSurrogateBackend()}, store, data_dir=None,
+                             out_dir=None, concurrency=1))
+    result = asyncio.run(run_task(OneCallTask(), {"model": FakeBackend(name="other")}, store, data_dir=None,
+                                  out_dir=None, concurrency=1))
+    assert result.results["status"] == "complete"
+    store.close()
+
+
+# -- checked and sound: pinned so it stays so ---------------------------------------------------------
+
+class BlockingBackend(FakeBackend):
+    """Every call waits until the test releases it."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.release = asyncio.Event()
+        self.started = 0
+
+    async def generate(self, request):
+        self.started += 1
+        await self.release.wait()
+        return await super().generate(request)
+
+
+def test_a_cancelled_run_gives_back_every_limiter_slot(tmp_path: Path):
+    store = RunStore(tmp_path / "s.sqlite")
+    backend = BlockingBackend()
+    shared: dict = {}
+
+    async def scenario() -> None:
+        run = asyncio.create_task(run_task(OneCallTask(n=8), {"model": backend}, store, data_dir=None,
+                                           out_dir=None, concurrency=2, shared_handles=shared))
+        while backend.started < 2:  # both slots taken, the other samples waiting for one
+            await asyncio.sleep(0)
+        limiter = model_state(shared, backend, 2)["limiter"]
+        assert limiter.in_use == 2 and limiter._waiters
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert limiter.in_use == 0 and not limiter._waiters
+        assert model_state(shared, backend, 2)["counters"] == [], "a finished run is no longer counted"
+
+    asyncio.run(scenario())
+    store.close()
