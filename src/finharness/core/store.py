@@ -344,5 +344,7 @@ class RunStore:
 
     def close(self) -> None:
         with self._lock:
-            self._commit_queued()
-            self._conn.close()
+            try:
+                self._commit_queued()
+            finally:  # a failed last commit still closes the connection (and its error is the one raised)
+                self._conn.close()
