@@ -134,25 +134,13 @@ def check_nothing_lost(tmp_path: Path, n: int, results: dict, counters: Any, sto
     assert repeated_calls(counters) == 0
 
 
-def test_a_thousand_requests_none_lost_bounded_concurrency_and_memory(tmp_path, caplog, reliability_tally):
-    n = 1000
+# every sample's record is kept for samples.jsonl, so memory grows with n, by a bounded amount each
+@pytest.mark.parametrize("n,rss_bound_mib", [(1000, 128), pytest.param(10_000, 512, marks=pytest.mark.slow)])
+def test_requests_none_lost_bounded_concurrency_and_memory(n, rss_bound_mib, tmp_path, caplog, reliability_tally):
     results, counters, growth, store = run_load(tmp_path, n, caplog)
     check_nothing_lost(tmp_path, n, results, counters, store, caplog)
     print(f"peak RSS growth {growth / 2**20:.1f} MiB for {n} requests")
-    assert growth < 128 * 2**20, f"peak RSS grew {growth / 2**20:.1f} MiB for {n} requests"
-    reliability_tally(f"load: {n} requests, 5% retryable faults", injected=counters.retryable_faults(),
-                      completed=int(results["status"] == "complete"), runs=1,
-                      lost=n - results["counts"]["samples"], repeated=repeated_calls(counters))
-
-
-@pytest.mark.slow
-def test_ten_thousand_requests_none_lost_bounded_concurrency_and_memory(tmp_path, caplog, reliability_tally):
-    n = 10_000
-    results, counters, growth, store = run_load(tmp_path, n, caplog)
-    check_nothing_lost(tmp_path, n, results, counters, store, caplog)
-    # every sample's record is kept for samples.jsonl, so memory grows with n, by a bounded amount each
-    print(f"peak RSS growth {growth / 2**20:.1f} MiB for {n} requests")
-    assert growth < 512 * 2**20, f"peak RSS grew {growth / 2**20:.1f} MiB for {n} requests"
+    assert growth < rss_bound_mib * 2**20, f"peak RSS grew {growth / 2**20:.1f} MiB for {n} requests"
     reliability_tally(f"load: {n} requests, 5% retryable faults", injected=counters.retryable_faults(),
                       completed=int(results["status"] == "complete"), runs=1,
                       lost=n - results["counts"]["samples"], repeated=repeated_calls(counters))
