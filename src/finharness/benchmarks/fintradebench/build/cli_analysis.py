@@ -32,10 +32,15 @@ def _print_table(title: str, rows: Iterable[Sequence[str]], header: Sequence[str
     Console().print(table)
 
 
-def _write(path: Path, data: dict) -> None:
+def _write(path: Path, data: dict, as_json: bool) -> bool:
+    """Write the result file; with --json also print it (True: the caller prints nothing more)."""
     from ....data.io import atomic_write_text
 
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    atomic_write_text(path, text + "\n")
+    if as_json:
+        typer.echo(text)
+    return as_json
 
 
 def _build_dir(out: Path) -> Path:
@@ -66,10 +71,7 @@ def register(app: typer.Typer) -> None:
             result = calibrate_build(_build_dir(out), human, judge=judge)
         except DataError as err:
             fail(str(err))
-        data = result.to_json()
-        _write(out / CALIBRATION_FILE, data)
-        if as_json:
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        if _write(out / CALIBRATION_FILE, result.to_json(), as_json):
             return
         header, *rows = list(format_calibration(result))
         _print_table(f"judge vs humans: {result.items} items, {len(result.raters)} raters "
@@ -111,10 +113,7 @@ def register(app: typer.Typer) -> None:
             result = construction_metrics(_build_dir(out), human_csv=human, judge=judge, weights=parsed)
         except DataError as err:
             fail(str(err))
-        data = result.to_json()
-        _write(out / METRICS_FILE, data)
-        if as_json:
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        if _write(out / METRICS_FILE, result.to_json(), as_json):
             return
         _print_table(f"construction metrics of {out}", table_rows(result), ("metric", "group", "value", "95% CI", "n"),
                      left=2)
