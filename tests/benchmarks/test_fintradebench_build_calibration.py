@@ -12,6 +12,7 @@ import numpy as np
 from scipy.stats import spearmanr, t
 from typer.testing import CliRunner
 
+from finharness.data.io import write_jsonl
 from finharness.benchmarks.fintradebench.build.calibration import (
     ALL, OVERALL, RATER_APP_DIMENSIONS, calibrate_build, read_human_scores)
 from finharness.benchmarks.fintradebench.build.cli_analysis import register
@@ -22,9 +23,6 @@ from finharness.ui.storage import RUBRIC_DIMENSIONS
 EXAMPLE = Path(__file__).parents[1] / "golden" / "fintradebench_human_scores_example.csv"
 BIG, SMALL = "embedded", "embedded:1.5b"
 
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def scores(correctness: int, reasoning: int = 3, signals: int = 3, fundamentals: int = 3) -> dict:

@@ -10,6 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from finharness.data.io import write_jsonl
 from finharness.benchmarks.fintradebench.build.cli_analysis import register
 from finharness.benchmarks.fintradebench.build.metrics import (
     Composite, composite, construction_metrics, parse_weights, read_audit, self_critique, self_critique_of)
@@ -18,9 +19,6 @@ from finharness.data.errors import DataError
 EXAMPLE = Path(__file__).parents[1] / "golden" / "fintradebench_human_scores_example.csv"
 A, B = "embedded", "embedded:1.5b"
 
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def candidate(qid: str, model: str, level: str, index: int, named: list[str]) -> dict:

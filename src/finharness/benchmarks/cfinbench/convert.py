@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...data.errors import DataError
-from ...data.io import read_csv_rows, read_json
+from ...data.io import read_csv_rows, read_json, write_jsonl
 from .categories import CATEGORIES_FILE
 
 SOURCES: dict[str, str] = {"cpa_one": "single_choice", "cpa_multi": "multi_choice"}
@@ -127,9 +127,7 @@ def convert_ideafinbench(src: str | Path, dest: str | Path) -> ConversionSummary
                 items, blank = _convert_file(path, question_type, split)
                 blank_rows += blank
                 out = dest / split / question_type / f"{subject}.jsonl"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items),
-                               encoding="utf-8")
+                write_jsonl(out, items)
                 written.append(str(out.relative_to(dest)))
                 counts.setdefault(split, {}).setdefault(question_type, {})[subject] = len(items)
                 names.setdefault(subject, subject)

@@ -53,6 +53,7 @@ def judge_command(
     from ...core.runner import CachedModel, RunCounters
     from ...core.store import RunStore
     from ...data.errors import DataError
+    from ...data.io import write_jsonl
     from ...rating.matches import write_matches
     from .data import load_dialogues, load_items, resolve_bench_file
     from .judge import JUDGE_MODES, JudgeSettings, PairJudge, summary
@@ -95,8 +96,7 @@ def judge_command(
         run_store.close()
     write_matches(report.matches, out)
     judgments_path = out.with_name(out.stem + ".judgments.jsonl")
-    judgments_path.write_text("".join(json.dumps(j.to_json(), ensure_ascii=False) + "\n" for j in report.judgments),
-                              encoding="utf-8")
+    write_jsonl(judgments_path, (j.to_json() for j in report.judgments))
     result = summary(report, settings, judge=judge, name_a=names[0], name_b=names[1], counters=counters)
     result.update(run_a=str(side_a.path), run_b=str(side_b.path), matches_file=str(out),
                   judgments_file=str(judgments_path),

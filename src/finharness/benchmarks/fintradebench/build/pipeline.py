@@ -27,7 +27,7 @@ from ....core.runner import CachedModel, RunCounters
 from ....core.store import RunStore
 from ....core.types import GenerateParams
 from ....data.errors import DataError
-from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key
+from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key, write_jsonl
 from ..ideal import MarketData
 from ..judge import judge_answer, judge_messages
 from ..questions import CATEGORIES, GROUPS, Question
@@ -137,10 +137,6 @@ def build_questions(questions: Iterable[Question], market: MarketData, *, scaled
 
 
 # --- files ----------------------------------------------------------------------------------------------
-
-def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-
 
 def read_questions_file(out: Path) -> list[BuildQuestion]:
     path = out / QUESTIONS_FILE
