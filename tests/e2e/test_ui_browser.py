@@ -34,7 +34,9 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="browser test needs
 uvicorn = pytest.importorskip("uvicorn", reason="the rater app needs uvicorn: pip install uvicorn")
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from finharness.ui.app import create_app  # noqa: E402
 from finharness.ui.exports import agreement, export_matches  # noqa: E402
@@ -109,6 +111,27 @@ def _assert_blind(driver) -> None:
     assert not leaked, f"model name(s) {leaked} in the page before the verdict"
 
 
+def _navigate_by(driver, element) -> None:
+    """Click and wait until the browser has left the page: a look-up right after a submit can
+    otherwise find an element of the page being replaced (stale element, seen in CI)."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+
+    def left(_driver) -> bool:
+        try:
+            page.is_enabled()
+        except WebDriverException:  # stale, or Chrome's "node does not belong to the document"
+            return True
+        return False
+
+    WebDriverWait(driver, 20).until(left)
+
+
+def _text_of(driver, css: str) -> str:
+    return WebDriverWait(driver, 20, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, css).text)
+
+
 def _headers(base: str, path: str, session_cookie: str) -> str:
     request = urllib.request.Request(base + path, headers={"Cookie": f"finharness_session={session_cookie}"})
     with urllib.request.urlopen(request) as response:
@@ -129,12 +152,12 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
     browser.get(base + "/queue")
     assert browser.find_element(By.NAME, "token") and "alice" not in browser.page_source
     browser.find_element(By.NAME, "token").send_keys("not-a-token")
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    assert "not valid" in browser.find_element(By.CSS_SELECTOR, ".alert").text
+    _navigate_by(browser, browser.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+    assert "not valid" in _text_of(browser, ".alert")
     _shot(browser, "0_signin")
 
     browser.find_element(By.NAME, "token").send_keys(token)
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _navigate_by(browser, browser.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     assert browser.current_url == base + "/queue"
     assert "0 of 10 items judged" in browser.page_source
     _assert_blind(browser)
@@ -146,7 +169,7 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
     for n in range(9):  # every pairwise item, each through the "next" button
         link = browser.find_element(By.LINK_TEXT, "Start next item →") if n == 0 else \
             browser.find_element(By.LINK_TEXT, "Next item →")
-        link.click()
+        _navigate_by(browser, link)
         work_item_id = browser.current_url.rsplit("/", 1)[1]
         _assert_blind(browser)
         assert not any(m in _headers(base, f"/item/{work_item_id}", session["value"]) for m in MODELS)
@@ -159,20 +182,20 @@ def test_rater_signs_in_judges_blind_and_verdicts_are_stored(served, browser, tm
         if n == 0:
             _shot(browser, "2_pair")
             browser.find_element(By.NAME, "comment").send_keys("Response 1 backs its ratio with numbers.")
-        browser.find_element(By.CSS_SELECTOR, f"button[name=choice][value='{choice}']").click()
+        _navigate_by(browser, browser.find_element(By.CSS_SELECTOR, f"button[name=choice][value='{choice}']"))
         choices[work_item_id] = choice
-        reveal = browser.find_element(By.CSS_SELECTOR, ".reveal").text
+        reveal = _text_of(browser, ".reveal")
         assert "Your verdict" in reveal and sum(m in reveal for m in MODELS) == 2
         if n == 0:
             _shot(browser, "3_reveal")
 
-    browser.find_element(By.LINK_TEXT, "Next item →").click()  # the rubric item comes last
+    _navigate_by(browser, browser.find_element(By.LINK_TEXT, "Next item →"))  # the rubric item comes last
     _assert_blind(browser)
     _shot(browser, "4_rubric")
     for key, score in (("accuracy", 4), ("completeness", 3), ("relevance", 5), ("clarity", 4)):
         browser.find_element(By.CSS_SELECTOR, f"input[name={key}][value='{score}'] + span").click()
-    browser.find_element(By.CSS_SELECTOR, "form.rubric button[type=submit]").click()
-    assert MODELS[0] in browser.find_element(By.CSS_SELECTOR, ".reveal").text
+    _navigate_by(browser, browser.find_element(By.CSS_SELECTOR, "form.rubric button[type=submit]"))
+    assert MODELS[0] in _text_of(browser, ".reveal")
     _shot(browser, "5_rubric_reveal")
     browser.get(base + "/queue")
     assert "10 of 10 items judged" in browser.page_source
