@@ -334,11 +334,11 @@ def _run_pool(tasks: list[str], task_objs: list[Any], backends: dict[str, Any], 
     table = Table(title=f"{len(tasks)} tasks on {model}  (pooled, {pool_wall:.1f} s)", box=box.SIMPLE_HEAD)
     for col in ("task", "status", "headline", "value", "95% CI", "n", "calls", "cache hits", "wall s"):
         table.add_column(col, no_wrap=col not in ("task", "headline"))
-    errors, all_complete = [], True
+    errors, bugs, all_complete = [], [], True
     for name, out_dir, outcome in zip(tasks, out_dirs, outcomes):
         if isinstance(outcome, Exception):
             if not isinstance(outcome, (DataError, SpecError, ValueError)):
-                raise outcome  # a bug, not bad input: its traceback says more than a table row
+                bugs.append(outcome)  # re-raised once the other tasks' manifests are written
             errors.append(f"{name}: {outcome}")
             all_complete = False
             table.add_row(name, "error", *["—"] * 7)
@@ -365,6 +365,8 @@ def _run_pool(tasks: list[str], task_objs: list[Any], backends: dict[str, Any], 
             typer.echo(f"{name}: {out_dir / 'results.json'}  samples: {out_dir / 'samples.jsonl'}")
     for message in errors:
         typer.echo(f"error: {message}", err=True)
+    if bugs:
+        raise bugs[0]  # a bug, not bad input: its traceback says more than a table row
     if not all_complete:
         raise typer.Exit(1)
 

@@ -290,3 +290,18 @@ def test_cli_refuses_ray_and_a_task_named_twice_with_a_clear_message(tmp_path: P
     assert ray.exit_code != 0 and "one task at a time" in ray.output
     twice = cli("demo", "demo", "--model", "fake", "--out", str(tmp_path / "o"))
     assert twice.exit_code != 0 and "give each task once" in twice.output
+
+
+def test_a_pooled_task_that_hits_a_bug_still_leaves_the_others_manifests(tmp_path: Path, built_backends, monkeypatch):
+    exam = write_exam(tmp_path / "exam")
+    out = tmp_path / "out"
+
+    def broken(self, samples, records):
+        raise RuntimeError("aggregate bug")
+
+    monkeypatch.setattr(CFinBenchTask, "aggregate", broken)
+    with pytest.raises(RuntimeError, match="aggregate bug"):  # a bug keeps its traceback
+        cli("cfinbench", "demo", "--model", "fake", "--data-dir", str(exam), "--out", str(out))
+    manifest = json.loads((out / "demo" / "manifest.json").read_text())
+    assert manifest["run_key"] == json.loads((out / "demo" / "results.json").read_text())["run_key"]
+    assert not (out / "cfinbench" / "manifest.json").exists()
