@@ -103,6 +103,15 @@ def test_a_simulator_that_never_ends_stops_after_nine_rounds(tmp_path, shared_da
     assert result.results["metrics"]["ended_by_simulator"]["value"] == 0.0
 
 
+def test_max_rounds_caps_a_dialogue_the_simulator_never_ends(tmp_path, shared_data):
+    task = UCFETask(tasks="Analyst", max_rounds=3)
+    result = run(task, {"model": model_backend(), "user": CountingUser(None)}, tmp_path, shared_data, limit=1)
+    p = result.records[0].prediction
+    assert p["rounds"] == 3 and p["ended_by_simulator"] is False and len(p["dialogue"]) == 7
+    assert task.settings.settings.max_rounds == 3 and UCFETask(tasks="Analyst").settings.settings.max_rounds == 9
+    assert task.config() != UCFETask(tasks="Analyst").config()  # part of the run key
+
+
 def test_official_instruction_ends_a_scripted_user_at_round_three(tmp_path, shared_data):
     # the simulator is asked to write <Consultation Ended> only from round 3 on; this one obeys at once
     user = FakeBackend("fake?name=obedient", script=[{"match": "<Consultation Ended>", "reply": "<Consultation Ended>"}],
@@ -226,6 +235,7 @@ def test_frozen_user_from_a_run_skips_items_it_lacks_and_says_so(tmp_path, share
     ({"frozen_from": "x.json"}, "needs -o frozen_from=PATH"),
     ({"mode": "frozen-user", "frozen_from": "/nonexistent/log.json"}, "file not found"),
     ({"max_tokens": 0}, "max_tokens must be >= 1"),
+    ({"max_rounds": 0}, "max_rounds must be >= 1"),
     ({"shots": 3}, r"unknown option\(s\) \['shots'\]"),
 ])
 def test_bad_options_say_what_is_allowed(options, message):

@@ -18,6 +18,8 @@ Options (`-o KEY=VALUE`; `--mode`):
   frozen_from     the dialogues to replay in frozen-user mode (official log .json, run dir or .jsonl)
   max_tokens      reply budget of the model under test (default 1024; officially the API default)
   user_max_tokens message budget of the simulator (default 1024)
+  max_rounds      rounds before a dialogue the simulator has not ended stops (default 9, official); a
+                  smaller value (ours) makes slow local runs affordable and is recorded in the run key
   draw            sample_index of the sampled calls (default 0); another value = another draw
 
 Official decoding (recorded in the run config): simulator temperature 0.1 on its opening message,
@@ -65,9 +67,9 @@ class UCFEOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "UCFEOptions":
-        # max_tokens, user_max_tokens and draw go into the simulation settings, not a field of their own
-        values = given_options(options, ("tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens", "draw"),
-                               "ucfe")
+        # max_tokens, user_max_tokens, max_rounds and draw go into the simulation settings
+        values = given_options(options, ("tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens",
+                                         "max_rounds", "draw"), "ucfe")
         tasks = comma_tuple(values.get("tasks", ()))
         mode = str(values.get("mode", "simulate"))
         check_choice("ucfe", "mode", mode, MODES)
@@ -84,7 +86,7 @@ class UCFEOptions:
                 raise ValueError(f"ucfe: frozen_from {frozen_from}: file not found")
             sha = hashlib.sha256(frozen_path.read_bytes()).hexdigest()
         settings = SimulationSettings()
-        for key in ("max_tokens", "user_max_tokens", "draw"):
+        for key in ("max_tokens", "user_max_tokens", "max_rounds", "draw"):
             if key in values:
                 number = int(values[key])
                 if number < (0 if key == "draw" else 1):
