@@ -280,3 +280,28 @@ def test_compare_cli_json(tmp_path):
     assert rows["F"]["delta_pct"] == pytest.approx(40.0) and rows["overall"]["n"] == 3
     text = CliRunner().invoke(app, ["fintradebench", "compare", str(a), str(tmp_path / "missing")])
     assert text.exit_code == 2 and "samples.jsonl not found" in text.output
+
+
+def copied_example(model="m", mode="Non_RAG"):
+    """A verdict with the rubric example's scores (4/5/4/5), as a 1.5B judge writes it."""
+    return json.dumps({"evaluations": [{"model_name": model, "mode": mode,
+        "indicator_analysis": {"found_indicators": ["ROE"], "total_golden_indicators": 1, "indicators_found_count": 1},
+        "bias_analysis": {"trading_signals_score": 4, "fundamental_score": 5},
+        "overall_quality": {"correctness_score": 4, "reasoning_score": 5}}]})
+
+
+@pytest.mark.parametrize("replies,warned", [([copied_example()] * 3, True),
+                                            ([copied_example(), verdict(2), verdict(3)], False)])
+def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(shared_data, replies, warned):
+    task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
+    records = []
+    for sid, reply in zip(("F1", "T1", "FT1"), replies):
+        fake, _, _ = models(judge_replies=[reply])
+        prediction = asyncio.run(task.solve(samples[sid], fake))
+        records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
+                                    metadata=samples[sid].metadata))
+    agg = task.aggregate(list(samples.values()), records)
+    echoed = agg.extra["judge_example_scores"]
+    assert echoed["of"] == 3 and echoed["verdicts"] == (3 if warned else 1)
+    assert echoed["scores"] == {"correctness": 4, "reasoning": 5, "trading_signals": 4, "fundamentals": 5}
+    assert any("copying the example" in n for n in agg.notes) is warned

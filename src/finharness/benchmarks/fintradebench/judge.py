@@ -233,6 +233,14 @@ def parse_verdict(reply: str, prompt: str = "") -> Verdict:
     return Verdict(True, scores, found_list, count or 0, total or 1, tuple(missing))
 
 
+def example_scores() -> dict[str, int]:
+    """The four scores of the rubric's own example verdict (4/5/4/5 in the release's prompt).
+
+    A small judge often copies them instead of grading; the aggregate counts verdicts that do."""
+    example = JUDGE_PROMPT.split("Example:", 1)[1].replace("{{", "{").replace("}}", "}")
+    return dict(parse_verdict(example).scores)
+
+
 @dataclass(frozen=True)
 class Judgment:
     """The outcome of judging one answer, with every attempt."""

@@ -57,7 +57,7 @@ from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
-from .judge import JUDGE_ATTEMPTS, Verdict, judge_answer, judge_messages
+from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages
 from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate, parse_selection,
                       prompt_ids, render, selection_prompt)
 from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
@@ -335,6 +335,13 @@ class FinTradeBenchTask(Task):
         if unparseable:
             notes.append(f"{len(unparseable)} sample(s) unscored: the judge gave no usable verdict in "
                          f"{JUDGE_ATTEMPTS} attempts ({', '.join(unparseable[:10])})")
+        example = example_scores()
+        parsed = [r for r in scored if r.score.parsed and isinstance(r.score.extracted, Mapping)]
+        echoes = sum(1 for r in parsed if r.score.extracted.get("scores") == example)
+        if parsed and echoes * 2 > len(parsed):
+            notes.append(f"{echoes} of {len(parsed)} verdicts give exactly the rubric example's scores "
+                         f"({'/'.join(str(v) for v in example.values())}): the judge is likely copying the "
+                         "example rather than grading; use a stronger judge")
         retried = sum(n for a, n in attempts.items() if a > 1)
         if retried:
             notes.append(f"{retried} judgment(s) needed a retry (a new call with sample_index 1 or 2)")
@@ -354,5 +361,6 @@ class FinTradeBenchTask(Task):
         extra = {"options": asdict(self.settings), "selection_rules": dict(selection),
                  "judge_attempts": {str(k): v for k, v in sorted(attempts.items())},
                  "judge_missing_fields": dict(missing), "unparseable": unparseable,
+                 "judge_example_scores": {"verdicts": echoes, "of": len(parsed), "scores": example},
                  "resolution": None if self._summary is None else asdict(self._summary)}
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
