@@ -242,3 +242,40 @@ def test_embedded_1_5b_generates_and_scores():
             model, LoglikelihoodRequest(CONTEXT, CHOICES))[0], atol=REUSE_TOLERANCE_NATS)
     finally:
         asyncio.run(model.aclose())
+
+
+@pytest.mark.model
+def test_prompt_cache_resumes_a_dialogue_after_another_prompt_ran_in_between():
+    def turn(model, history):
+        request = GenerateRequest(messages(*history), GenerateParams(max_tokens=8))
+        return asyncio.run(model.generate(request))
+
+    first = ("user", "A bond pays a 5% coupon. Name one risk of holding it.")
+    other = ("user", "What is a stock split? Answer in one sentence, please, for a new investor.")
+    cached = embedded.from_spec("embedded?n_ctx=2048&threads=2&prompt_cache_mb=1024")
+    plain = embedded.from_spec("embedded?n_ctx=2048&threads=2")
+    try:
+        assert cached.identity() == plain.identity()  # same call-cache entries
+        results = {}
+        for model in (cached, plain):
+            opening = turn(model, (first,))
+            turn(model, (other,))  # another role or dialogue takes the context in between
+            llm = model._generation_model()
+            evaluated: list[int] = []
+            real_eval = llm.eval
+            llm.eval = lambda tokens, real=real_eval: (evaluated.append(len(tokens)), real(tokens))[1]
+            history = (first, ("assistant", opening.text), ("user", "And a second one?"))
+            reply = turn(model, history)
+            del llm.eval
+            prompt_evaluated = evaluated[0]  # the prompt's evaluation comes before any decoded token
+            results[model.spec] = (reply, prompt_evaluated)
+        reply, cached_eval = results[cached.spec]
+        plain_reply, plain_eval = results[plain.spec]
+        new_tokens = plain.count_tokens("And a second one?")
+        # Without the cache the context only shares the chat template's opening with `other`.
+        assert plain_eval > reply.prompt_tokens // 2
+        assert cached_eval <= new_tokens + 12  # the new user turn and the template's markers
+        assert reply.text == plain_reply.text and reply.prompt_tokens == plain_reply.prompt_tokens
+    finally:
+        asyncio.run(cached.aclose())
+        asyncio.run(plain.aclose())

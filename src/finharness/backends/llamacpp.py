@@ -70,6 +70,16 @@ class LlamaCppOptions:
     n_gpu_layers: int = 0
     """Layers offloaded to a GPU when llama.cpp was built with one (-1: all)."""
 
+    prompt_cache_mb: int = 0
+    """RAM (MiB) for saved states of earlier generations (llama-cpp-python's LlamaRAMCache); 0: off.
+
+    llama.cpp always reuses the prefix the context holds from the last call; with this cache a
+    prompt that extends any saved state (a dialogue's next turn after another role or dialogue
+    ran in between) also evaluates only its new tokens. A state holds its KV entries and a copy
+    of the n_batch x vocabulary logits buffer (about 300 MiB for Qwen at n_batch 512), so give
+    a few GiB. Not part of the identity: like the built-in prefix reuse it changes only which
+    tokens are evaluated, not the request."""
+
     @classmethod
     def from_query(cls, query: str, *, spec: str) -> LlamaCppOptions:
         known = {f.name for f in fields(cls)}
@@ -148,6 +158,10 @@ class LlamaCppBackend(BaseBackend):
         with self._load_lock:
             if self._generator is None:
                 self._generator = self._load(logits_all=False)
+                if self.options.prompt_cache_mb > 0:
+                    from llama_cpp import LlamaRAMCache
+
+                    self._generator.set_cache(LlamaRAMCache(capacity_bytes=self.options.prompt_cache_mb << 20))
             return self._generator
 
     def _scoring_model(self) -> Any:
