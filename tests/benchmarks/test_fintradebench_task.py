@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.fintradebench.analysis import compare_modes, judge_agreement
+from finharness.benchmarks.fintradebench.analysis import compare_modes, format_comparison, judge_agreement
 from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
 from finharness.core.task import Models, SampleRecord
 from finharness.core.types import GenerateResponse
@@ -158,13 +158,18 @@ def test_ideal_solve_builds_point_in_time_contexts(shared_data):
     assert task.score(samples["F1"], prediction).value == 1.0
 
 
-def _write_run(directory: Path, mode: str, values: dict[str, float]) -> Path:
+def _write_run(directory: Path, mode: str, values: dict[str, float], f1: dict[str, tuple[float, float]] | None = None,
+               ) -> Path:
+    """A run's samples.jsonl and results.json; f1: id -> (f1.official, f1.proper)."""
     directory.mkdir(parents=True)
     lines = []
     for qid, value in values.items():
         category = "FT" if qid.startswith("FT") else qid[0]
+        scores = {f"accuracy.{category}": value}
+        if f1 and qid in f1:
+            scores |= {"f1.official": f1[qid][0], "f1.proper": f1[qid][1]}
         lines.append(json.dumps({"id": qid, "metadata": {"category": category},
-                                 "score": {"value": value, "values": {f"accuracy.{category}": value}}}))
+                                 "score": {"value": value, "values": scores}}))
     (directory / "samples.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (directory / "results.json").write_text(json.dumps({"model": "m", "config": {"task_config": {"mode": mode}}}))
     return directory
@@ -186,6 +191,20 @@ def test_compare_modes_delta_and_paired_test(tmp_path):
     assert f["p_value"] == pytest.approx(expected_p, abs=1e-4) and f["stars"] == "**"
     assert rows["T"]["stars"] == "" and rows["FT"]["n"] == 0 and rows["overall"]["n"] == 9
     assert result["warnings"] == []
+
+
+def test_compare_modes_gives_both_f1s_on_the_paired_questions(tmp_path):
+    norag = _write_run(tmp_path / "a", "norag", {"F1": 0.4, "F2": 0.6, "T1": 0.8},
+                       f1={"F1": (1.0, 0.0), "F2": (0.5, 0.5), "T1": (1.0, 0.25)})
+    rag = _write_run(tmp_path / "b", "rag", {"F1": 0.8, "T1": 0.6, "T2": 0.2},  # F2 unscored, T2 only here
+                     f1={"F1": (0.5, 0.5), "T1": (0.0, 0.75), "T2": (1.0, 1.0)})
+    rows = {r["group"]: r for r in compare_modes(norag, rag)["rows"]}
+    assert rows["F"]["f1_official"] == {"norag": 1.0, "rag": 0.5} and rows["F"]["f1_proper"] == {"norag": 0.0, "rag": 0.5}
+    assert rows["overall"]["n"] == 2
+    assert rows["overall"]["f1_official"] == {"norag": 1.0, "rag": 0.25}
+    assert rows["overall"]["f1_proper"] == {"norag": 0.125, "rag": 0.625}
+    assert rows["FT"]["f1_proper"] == {"norag": None, "rag": None}
+    assert "1.000 / 0.250" in format_comparison(compare_modes(norag, rag))
 
 
 def test_judge_agreement_reuses_rating_compare(tmp_path):

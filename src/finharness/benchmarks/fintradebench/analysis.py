@@ -3,7 +3,8 @@
 `compare_modes(norag_dir, rag_dir)`: per category (F, T, FT) and overall, accuracy % (mean correctness
 / 5 x 100) of each run, RAG Δ = (RAG − NoRAG) / NoRAG x 100 (the paper's relative change), and a paired
 t-test (scipy `ttest_rel`, through `finharness.stats.paired_test`) on the per-question correctness of
-the questions both runs scored, starred * p < 0.05, ** p < 0.01.
+the questions both runs scored, starred * p < 0.05, ** p < 0.01; beside them the mean golden-indicator
+F1 of each run, `official` and `proper`, over the same questions.
 
 `judge_agreement(human_csv, run_dir)`: the calibration phase -- a human's correctness scores (1-5)
 against the judge's, on the questions both scored: MAE, Spearman ρ (rating/compare.compare_ratings)
@@ -41,10 +42,14 @@ def _samples_file(run: str | Path) -> Path:
     return path
 
 
+F1_KINDS: tuple[str, ...] = ("official", "proper")
+
+
 def read_run(run: str | Path) -> dict[str, Any]:
-    """{'mode', 'model', 'per_category': {CAT: {id: correctness/5}}} of one run directory."""
+    """{'mode', 'model', 'per_category': {CAT: {id: correctness/5}}, 'f1': {KIND: {id: f1}}} of one run."""
     path = _samples_file(run)
     per_category: dict[str, dict[str, float]] = {c: {} for c in CATEGORIES}
+    f1: dict[str, dict[str, float]] = {kind: {} for kind in F1_KINDS}
     for _, row in iter_jsonl(path, allow_empty=True):
         score = row.get("score") or {}
         values = score.get("values") or {}
@@ -54,12 +59,15 @@ def read_run(run: str | Path) -> dict[str, Any]:
             hit = (category, score["value"])
         if hit is not None:
             per_category[hit[0]][str(row["id"])] = float(hit[1])
+            for kind in F1_KINDS:
+                if (value := values.get(f"f1.{kind}")) is not None:
+                    f1[kind][str(row["id"])] = float(value)
     results = path.parent / "results.json"
     info: dict[str, Any] = {}
     if results.is_file():
         data = json.loads(results.read_text(encoding="utf-8"))
         info = {"mode": ((data.get("config") or {}).get("task_config") or {}).get("mode"), "model": data.get("model")}
-    return {**info, "per_category": per_category}
+    return {**info, "per_category": per_category, "f1": f1}
 
 
 def _json_number(x: float) -> float | None:
@@ -87,28 +95,39 @@ class ModeComparison:
     """(RAG − NoRAG) / NoRAG x 100."""
     p_value: float
     test: str
+    f1: Mapping[str, tuple[float, float]]
+    """KIND ('official', 'proper') -> mean golden-indicator F1 of (No-RAG, RAG) on those questions."""
 
     def to_json(self) -> dict[str, Any]:
         num = _json_number
         return {"group": self.group, "n": self.n, "norag": num(self.norag), "rag": num(self.rag),
                 "delta_pct": num(self.delta_pct), "p_value": num(self.p_value), "stars": stars(self.p_value),
-                "test": self.test}
+                "test": self.test,
+                **{f"f1_{kind}": {"norag": num(a), "rag": num(b)} for kind, (a, b) in self.f1.items()}}
 
 
-def _compare(group: str, a: Mapping[str, float], b: Mapping[str, float]) -> ModeComparison:
+def _mean_over(values: Mapping[str, float], ids: set[str]) -> float:
+    present = [values[i] for i in ids if i in values]
+    return sum(present) / len(present) if present else math.nan
+
+
+def _compare(group: str, a: Mapping[str, float], b: Mapping[str, float], f1_a: Mapping[str, Mapping[str, float]],
+             f1_b: Mapping[str, Mapping[str, float]]) -> ModeComparison:
     result = paired_test(a, b)
     norag, rag = 100 * result.mean_a, 100 * result.mean_b
     delta = (rag - norag) / norag * 100 if result.n and norag else math.nan
-    return ModeComparison(group, result.n, norag, rag, delta, result.p_value, result.test)
+    both = set(a) & set(b)
+    f1 = {kind: (_mean_over(f1_a[kind], both), _mean_over(f1_b[kind], both)) for kind in F1_KINDS}
+    return ModeComparison(group, result.n, norag, rag, delta, result.p_value, result.test, f1)
 
 
 def compare_modes(run_norag_dir: str | Path, run_rag_dir: str | Path) -> dict[str, Any]:
     """Per category and overall: accuracy %, RAG Δ %, paired test (see the module docstring)."""
     norag, rag = read_run(run_norag_dir), read_run(run_rag_dir)
-    rows = [_compare(c, norag["per_category"][c], rag["per_category"][c]) for c in CATEGORIES]
+    rows = [_compare(c, norag["per_category"][c], rag["per_category"][c], norag["f1"], rag["f1"]) for c in CATEGORIES]
     merged_a = {k: v for c in CATEGORIES for k, v in norag["per_category"][c].items()}
     merged_b = {k: v for c in CATEGORIES for k, v in rag["per_category"][c].items()}
-    rows.append(_compare("overall", merged_a, merged_b))
+    rows.append(_compare("overall", merged_a, merged_b, norag["f1"], rag["f1"]))
     warnings = []
     if norag.get("mode") not in (None, "norag"):
         warnings.append(f"the first run is mode {norag['mode']!r}, not 'norag'")
@@ -121,13 +140,18 @@ def compare_modes(run_norag_dir: str | Path, run_rag_dir: str | Path) -> dict[st
 
 
 def format_comparison(result: Mapping[str, Any]) -> str:
-    lines = [f"{'group':8} {'n':>4} {'No-RAG %':>9} {'RAG %':>8} {'RAG Δ %':>9} {'p':>8}  test"]
+    lines = [f"{'group':8} {'n':>4} {'No-RAG %':>9} {'RAG %':>8} {'RAG Δ %':>9} {'p':>8}  {'test':13} "
+             f"{'F1 official (No-RAG/RAG)':>25} {'F1 proper (No-RAG/RAG)':>23}"]
     for r in result["rows"]:
         def show(x: float | None, fmt: str) -> str:
-            return "—" if x is None else format(x, fmt)
+            width = int(fmt.lstrip("+").split(".")[0] or 0)
+            return "—".rjust(width) if x is None else format(x, fmt)
 
+        f1 = {kind: f"{show(r[f'f1_{kind}']['norag'], '.3f')} / {show(r[f'f1_{kind}']['rag'], '.3f')}"
+              for kind in F1_KINDS}
         lines.append(f"{r['group']:8} {r['n']:4d} {show(r['norag'], '9.1f')} {show(r['rag'], '8.1f')} "
-                     f"{show(r['delta_pct'], '+9.1f')} {show(r['p_value'], '8.4f')}{r['stars']:2} {r['test']}")
+                     f"{show(r['delta_pct'], '+9.1f')} {show(r['p_value'], '8.4f')}{r['stars']:2} {r['test']:13} "
+                     f"{f1['official']:>25} {f1['proper']:>23}")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     return "\n".join(lines)
 
