@@ -324,3 +324,22 @@ def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(shared_da
     assert echoed["of"] == 3 and echoed["verdicts"] == (3 if warned else 1)
     assert echoed["scores"] == {"correctness": 4, "reasoning": 5, "trading_signals": 4, "fundamentals": 5}
     assert any("copying the example" in n for n in agg.notes) is warned
+
+
+def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared_data):
+    task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
+    over = json.dumps({"evaluations": [{
+        "indicator_analysis": {"found_indicators": ["ROE", "ROA", "P/E"], "total_golden_indicators": 2,
+                               "indicators_found_count": 3},
+        "bias_analysis": {"trading_signals_score": 2, "fundamental_score": 3},
+        "overall_quality": {"correctness_score": 3, "reasoning_score": 2}}]})
+    records = []
+    for sid, reply in (("F1", over), ("T1", verdict(2))):
+        fake, _, _ = models(judge_replies=[reply])
+        prediction = asyncio.run(task.solve(samples[sid], fake))
+        records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
+                                    metadata=samples[sid].metadata))
+    assert records[0].score.values["f1.official"] > 1  # the release's rule, kept
+    agg = task.aggregate(list(samples.values()), records)
+    assert agg.extra["judge_found_over_total"] == ["F1"]
+    assert any("above 1" in n and "F1" in n for n in agg.notes)

@@ -342,6 +342,12 @@ class FinTradeBenchTask(Task):
             notes.append(f"{echoes} of {len(parsed)} verdicts give exactly the rubric example's scores "
                          f"({'/'.join(str(v) for v in example.values())}): the judge is likely copying the "
                          "example rather than grading; use a stronger judge")
+        over = [r.id for r in parsed if int(r.score.extracted.get("found_count") or 0)
+                > int(r.score.extracted.get("total_golden") or 1)]
+        if over:
+            notes.append(f"{len(over)} verdict(s) count more indicators found than the golden total they state "
+                         f"({', '.join(over[:10])}): the release's rule then gives recall and f1.official above 1, "
+                         "kept as the release computes it; f1.proper is bounded")
         retried = sum(n for a, n in attempts.items() if a > 1)
         if retried:
             notes.append(f"{retried} judgment(s) needed a retry (a new call with sample_index 1 or 2)")
@@ -362,5 +368,6 @@ class FinTradeBenchTask(Task):
                  "judge_attempts": {str(k): v for k, v in sorted(attempts.items())},
                  "judge_missing_fields": dict(missing), "unparseable": unparseable,
                  "judge_example_scores": {"verdicts": echoes, "of": len(parsed), "scores": example},
+                 "judge_found_over_total": over,
                  "resolution": None if self._summary is None else asdict(self._summary)}
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
