@@ -28,11 +28,22 @@ def verdict(correctness=4):
 class FakeHandle:
     """A ModelHandle stand-in: answers, picks a prompt id when asked to select, records prompts."""
 
-    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus"):
+    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus", window_chars=None):
         self.role, self.spec, self.capabilities = role, f"fake-{role}", None
         self.replies, self.choice = list(replies or []), choice
+        self.window_chars = window_chars
+        """Prompts longer than this do not fit (None: cannot tell, as a backend without a tokenizer)."""
         self.prompts: list[str] = []
         self.calls: list[tuple[str, int]] = []
+        self.notes: list[tuple[str, str]] = []
+
+    def fits(self, messages, max_tokens):
+        if self.window_chars is None:
+            return None
+        return sum(len(m.content) for m in messages) <= self.window_chars
+
+    def note(self, event, detail=""):
+        self.notes.append((event, detail))
 
     async def chat(self, messages, params=None, sample_index=0):
         text = messages[-1].content
@@ -120,14 +131,16 @@ class RecordingRetriever:
 
     def __init__(self, item_date=None):
         self.calls = []
+        self.budgets = []
         self.item_date = item_date
 
-    async def aretrieve(self, query, ticker, as_of, reranker=None):
+    async def aretrieve(self, query, ticker, as_of, reranker=None, budget_tokens=None):
         self.calls.append((ticker, as_of))
+        self.budgets.append(budget_tokens)
 
-        class Result:
+        class Result:  # evidence as long as the budget allows (4 characters a token)
             items = (FakeItem("filings", f"{ticker}/10-Q#Item 2", self.item_date or as_of.isoformat(),
-                              f"EVIDENCE for {ticker} up to {as_of}"),)
+                              f"EVIDENCE for {ticker} up to {as_of} " + "x" * (4 * (budget_tokens or 100))),)
         return Result()
 
 
@@ -144,6 +157,30 @@ def test_rag_passes_the_as_of_date_and_never_shows_later_evidence(shared_data):
     task._retriever = RecordingRetriever(item_date="2025-10-01")
     with pytest.raises(RuntimeError, match="point-in-time"):
         asyncio.run(task.solve(samples["FT1"], models()[0]))
+
+
+def test_rag_budget_is_split_over_tickers_and_cut_until_the_prompt_fits(shared_data):
+    task, samples = load(shared_data, mode="rag", judge_context="none", levels="L5", select="false",
+                         budget_tokens=2000)
+    multi = next(s for s in samples.values() if len(s.input.get("tickers") or ()) >= 2
+                 and all(task._market_data().has_filings(t) for t in s.input["tickers"]))
+    task._retriever = RecordingRetriever()
+    asyncio.run(task.solve(multi, models()[0]))
+    n = len(task._retriever.calls)
+    assert n >= 2 and task._retriever.budgets == [2000 // n] * n  # split, not 2,000 each
+
+    task._retriever = RecordingRetriever()
+    model = FakeHandle("model", window_chars=5000)  # ~8,000 characters of evidence at the full budget
+    fake = Models({"model": model, "judge": FakeHandle("judge", [verdict()])})
+    prediction = asyncio.run(task.solve(samples["FT1"], fake))  # one ticker
+    assert task._retriever.budgets == [2000, 1333, 888]  # cut by a third until it fits
+    assert prediction["context"]["budget_tokens"] == 888 and len(model.prompts[0]) <= 5000
+    assert [e for e, _ in model.notes] == ["retrieval-budget-cut"] * 2
+
+    task._retriever = RecordingRetriever()
+    never = FakeHandle("model", window_chars=10)  # nothing fits: four retrievals, then the call as it is
+    asyncio.run(task.solve(samples["FT1"], Models({"model": never, "judge": FakeHandle("judge", [verdict()])})))
+    assert task._retriever.budgets == [2000, 1333, 888, 592]
 
 
 def test_ideal_solve_builds_point_in_time_contexts(shared_data):

@@ -25,7 +25,7 @@ import datetime as dt
 import hashlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -232,11 +232,12 @@ class Retriever:
         return asyncio.run(self.aretrieve(query, ticker, as_of, reranker))
 
     async def aretrieve(self, query: str, ticker: str, as_of: dt.date | str,
-                        reranker: Reranker | None = None) -> Retrieval:
+                        reranker: Reranker | None = None, budget_tokens: int | None = None) -> Retrieval:
+        """budget_tokens: this call's budget instead of the config's (a question spread over tickers)."""
         as_of = as_of if isinstance(as_of, dt.date) else dt.date.fromisoformat(as_of)
         ticker = ticker.upper()
         reranker = reranker or NoRerank()
-        config = self.config
+        config = self.config if budget_tokens is None else replace(self.config, budget_tokens=budget_tokens)
 
         # Index builds, BM25 and embeddings are blocking work: off the event loop, one build at a time.
         index, hits, tables = await asyncio.to_thread(self._search, query, ticker, as_of)

@@ -30,7 +30,8 @@ Options (`--mode`, `-o KEY=VALUE`):
                 'Source Context'; 'none': empty contexts, as the release's judge gets from the seed file
                 (which has no context columns).
   fundamentals  'filings' (default, point-in-time) | 'official' -- the fundamentals of ideal contexts.
-  budget_tokens retrieval budget over all tickers of a question (default 2000), split evenly.
+  budget_tokens retrieval budget over all tickers of a question (default 2000), split evenly; cut by a
+                third (up to 3 times) while the longest prompt does not fit the model's window.
   dense         'auto' (default) | 'on' | 'off' -- the retriever's dense track.
 
 Scores: value = correctness / 5 (headline 'accuracy'); values 'accuracy.<F|T|FT>' (the sample's category
@@ -73,6 +74,8 @@ DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
 
 SELECTION_MAX_TOKENS = 32
 """Self-selection replies are one prompt id."""
+FIT_ATTEMPTS = 4
+"""Retrievals per rag question at most: the budget, then up to three cuts by a third (fitted_rag_context)."""
 
 
 @dataclass(frozen=True)
@@ -199,26 +202,46 @@ class FinTradeBenchTask(Task):
                                                         dense=self.settings.dense))  # type: ignore[arg-type]
         return self._retriever
 
-    async def rag_context(self, sample: Sample) -> tuple[str, dict[str, Any]]:
-        """Evidence for L5/L6: each resolved ticker's retrieval at the as-of date, joined as the release does."""
+    async def rag_context(self, sample: Sample, budget_tokens: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Evidence for L5/L6: each resolved ticker's retrieval at the as-of date, joined as the release does;
+        the budget (default: the budget_tokens option) is split evenly over the tickers with data."""
         as_of = dt.date.fromisoformat(sample.input["as_of"])
         tickers, fallback = self._context_tickers(sample)
         market = self._market_data()
         usable = [t for t in tickers if market.has_filings(t) and market.price_file(t) is not None
                   and market.price_file(t).name.endswith("-history.xlsx")]  # type: ignore[union-attr]
         retriever = self.retriever()
+        budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
+        per_ticker = budget // max(len(usable), 1)
         texts, items = [], []
         for ticker in usable:
-            result = await retriever.aretrieve(sample.input["question"], ticker, as_of)
+            result = await retriever.aretrieve(sample.input["question"], ticker, as_of, budget_tokens=per_ticker)
             for item in result.items:
                 if item.date > as_of.isoformat():  # the retriever checks too; never hand the future to a model
                     raise RuntimeError(f"point-in-time violation: {item.source} dated {item.date} > {as_of}")
                 texts.append(item.text)
                 items.append({"ticker": ticker, "track": item.track, "source": item.source, "date": item.date,
                               "tokens": item.tokens, "truncated": item.truncated})
-        info = {"tickers": list(tickers), "retrieved_for": usable, "fallback": fallback,
+        info = {"tickers": list(tickers), "retrieved_for": usable, "fallback": fallback, "budget_tokens": budget,
                 "no_data": [t for t in tickers if t not in usable], "items": items, "as_of": as_of.isoformat()}
         return "\n".join(texts), info
+
+    async def fitted_rag_context(self, sample: Sample, model: Any) -> tuple[str, dict[str, Any]]:
+        """rag_context, its budget cut by a third until the longest level's prompt fits the model's window.
+
+        The budget counts approximate tokens (retrieval/chunking.py); a model's tokenizer can need far
+        more for the same text (Qwen splits numbers digit by digit: price tables run about 2x), so a
+        2,000-token budget can overflow a 4,096-token window. Each cut is noted in the sample's trace."""
+        budget = self.settings.budget_tokens
+        question = sample.input["question"]
+        for attempt in range(1, FIT_ATTEMPTS + 1):
+            context, info = await self.rag_context(sample, budget)
+            longest = max((render("rag", level, question, context=context) for level in self.settings.levels), key=len)
+            if model.fits((Message("user", longest),), self.settings.max_tokens) is not False or attempt == FIT_ATTEMPTS:
+                return context, info  # still too long after the last cut: the call fails as prompt-too-long
+            budget = budget * 2 // 3
+            model.note("retrieval-budget-cut", f"the prompt did not fit the model's window; budget now {budget}")
+        raise AssertionError("unreachable")
 
     def ideal_context(self, sample: Sample) -> tuple[str, str, dict[str, Any]]:
         tickers, fallback = self._context_tickers(sample)
@@ -240,7 +263,7 @@ class FinTradeBenchTask(Task):
         context, trading, fundamental = "", "", ""
         info: dict[str, Any] = {}
         if mode == "rag":
-            context, info = await self.rag_context(sample)
+            context, info = await self.fitted_rag_context(sample, models.model)
         ideal = None
         if mode == "ideal" or self.settings.judge_context == "ideal":
             ideal = await asyncio.to_thread(self.ideal_context, sample)
