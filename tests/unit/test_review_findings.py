@@ -11,8 +11,9 @@ import pytest
 from finharness.backends.fake import FakeBackend
 from finharness.core.runner import model_state, run_task
 from finharness.core.store import RunStore
-from finharness.core.task import Models, Task
-from finharness.core.types import GenerateParams, GenerateResponse, Message, Sample, Score
+from finharness.core.types import GenerateResponse
+
+from .asking_task import AskingTask
 
 UNSTORABLE = "\ud83d"
 """Half a surrogate pair: a str Python holds (a JSON reply may carry the escape "\\ud83d") that SQLite
@@ -44,23 +45,6 @@ def test_a_row_that_can_never_be_stored_does_not_wedge_the_queue(tmp_path: Path)
     store.close()
 
 
-class OneCallTask(Task):
-    name = "one-call"
-
-    def __init__(self, n: int = 6):
-        super().__init__(n=n)
-        self.n = n
-
-    def load(self, data_dir):
-        return [Sample(id=f"s{i}", input=f"q{i}", target="A") for i in range(self.n)]
-
-    async def solve(self, sample, models: Models):
-        return (await models.model.chat([Message("user", sample.input)], GenerateParams(max_tokens=8))).text
-
-    def score(self, sample, prediction):
-        return Score(value=float("A" in prediction))
-
-
 class HalfSurrogateBackend(FakeBackend):
     """Answers sample q0 with an unstorable reply, the others normally."""
 
@@ -75,9 +59,9 @@ class HalfSurrogateBackend(FakeBackend):
 def test_after_an_unstorable_reply_fails_a_run_the_next_run_on_the_store_completes(tmp_path: Path):
     store = RunStore(tmp_path / "s.sqlite")
     with pytest.raises(UnicodeEncodeError):
-        asyncio.run(run_task(OneCallTask(), {"model": HalfSurrogateBackend()}, store, data_dir=None,
+        asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, data_dir=None,
                              out_dir=None, concurrency=1))
-    result = asyncio.run(run_task(OneCallTask(), {"model": FakeBackend(name="other")}, store, data_dir=None,
+    result = asyncio.run(run_task(AskingTask(), {"model": FakeBackend(name="other")}, store, data_dir=None,
                                   out_dir=None, concurrency=1))
     assert result.results["status"] == "complete"
     store.close()
@@ -105,7 +89,7 @@ def test_a_cancelled_run_gives_back_every_limiter_slot(tmp_path: Path):
     shared: dict = {}
 
     async def scenario() -> None:
-        run = asyncio.create_task(run_task(OneCallTask(n=8), {"model": backend}, store, data_dir=None,
+        run = asyncio.create_task(run_task(AskingTask(n=8), {"model": backend}, store, data_dir=None,
                                            out_dir=None, concurrency=2, shared_handles=shared))
         while backend.started < 2:  # both slots taken, the other samples waiting for one
             await asyncio.sleep(0)

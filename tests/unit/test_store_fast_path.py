@@ -21,9 +21,10 @@ import finharness.core.store as store_module
 from finharness.backends.fake import FakeBackend
 from finharness.core.runner import CachedModel, RunCounters, run_task
 from finharness.core.store import RunStore, canonical_json, content_key, content_key_of_canonical
-from finharness.core.task import Models, Task
 from finharness.core.types import (GenerateParams, GenerateRequest, LoglikelihoodRequest, Message, Sample, Score,
                                    to_jsonable)
+
+from .asking_task import AskingTask
 
 # -- keys ------------------------------------------------------------------------------------------
 
@@ -214,27 +215,6 @@ def test_a_failed_group_commit_fails_its_waiters_and_keeps_the_rows_to_retry(tmp
     store.close()
 
 
-class TwoCallTask(Task):
-    """Each sample asks twice (two calls before its record)."""
-
-    name = "two-calls"
-
-    def __init__(self, n: int = 40):
-        super().__init__(n=n)
-        self.n = n
-
-    def load(self, data_dir):
-        return [Sample(id=f"s{i}", input=f"Question {i}", target="A") for i in range(self.n)]
-
-    async def solve(self, sample, models: Models):
-        first = await models.model.chat([Message("user", sample.input)], GenerateParams(max_tokens=8))
-        second = await models.model.chat([Message("user", sample.input + " again")], GenerateParams(max_tokens=8))
-        return first.text + second.text
-
-    def score(self, sample, prediction):
-        return Score(value=float(sample.target in prediction))
-
-
 def test_a_sample_is_counted_done_only_once_it_and_its_calls_are_committed(tmp_path: Path):
     db = tmp_path / "s.sqlite"
     store = RunStore(db)
@@ -248,7 +228,7 @@ def test_a_sample_is_counted_done_only_once_it_and_its_calls_are_committed(tmp_p
 
     backend = FakeBackend(latency=0.001)
     for out in ("a", "b"):  # twice in one store, each in its own event loop (as the P1 benchmark does)
-        result = asyncio.run(run_task(TwoCallTask(), {"model": backend}, store, data_dir=None,
+        result = asyncio.run(run_task(AskingTask(n=40, asks=2), {"model": backend}, store, data_dir=None,
                                       out_dir=tmp_path / out, concurrency=8, progress=progress))
         assert result.results["status"] == "complete"
     assert backend.calls == 80
