@@ -143,14 +143,13 @@ def format_comparison(result: Mapping[str, Any]) -> str:
     lines = [f"{'group':8} {'n':>4} {'No-RAG %':>9} {'RAG %':>8} {'RAG Δ %':>9} {'p':>8}  {'test':13} "
              f"{'F1 official (No-RAG/RAG)':>25} {'F1 proper (No-RAG/RAG)':>23}"]
     for r in result["rows"]:
-        def show(x: float | None, fmt: str) -> str:
-            width = int(fmt.lstrip("+").split(".")[0] or 0)
-            return "—".rjust(width) if x is None else format(x, fmt)
+        def show(x: float | None, fmt: str, width: int = 0) -> str:
+            return "—".rjust(width) if x is None else format(x, fmt).rjust(width)
 
         f1 = {kind: f"{show(r[f'f1_{kind}']['norag'], '.3f')} / {show(r[f'f1_{kind}']['rag'], '.3f')}"
               for kind in F1_KINDS}
-        lines.append(f"{r['group']:8} {r['n']:4d} {show(r['norag'], '9.1f')} {show(r['rag'], '8.1f')} "
-                     f"{show(r['delta_pct'], '+9.1f')} {show(r['p_value'], '8.4f')}{r['stars']:2} {r['test']:13} "
+        lines.append(f"{r['group']:8} {r['n']:4d} {show(r['norag'], '.1f', 9)} {show(r['rag'], '.1f', 8)} "
+                     f"{show(r['delta_pct'], '+.1f', 9)} {show(r['p_value'], '.4f', 8)}{r['stars']:2} {r['test']:13} "
                      f"{f1['official']:>25} {f1['proper']:>23}")
     lines += [f"warning: {w}" for w in result.get("warnings", [])]
     return "\n".join(lines)

@@ -234,14 +234,14 @@ class FinTradeBenchTask(Task):
         2,000-token budget can overflow a 4,096-token window. Each cut is noted in the sample's trace."""
         budget = self.settings.budget_tokens
         question = sample.input["question"]
-        for attempt in range(1, FIT_ATTEMPTS + 1):
+        for _ in range(FIT_ATTEMPTS - 1):
             context, info = await self.rag_context(sample, budget)
             longest = max((render("rag", level, question, context=context) for level in self.settings.levels), key=len)
-            if model.fits((Message("user", longest),), self.settings.max_tokens) is not False or attempt == FIT_ATTEMPTS:
-                return context, info  # still too long after the last cut: the call fails as prompt-too-long
+            if model.fits((Message("user", longest),), self.settings.max_tokens) is not False:
+                return context, info
             budget = budget * 2 // 3
             model.note("retrieval-budget-cut", f"the prompt did not fit the model's window; budget now {budget}")
-        raise AssertionError("unreachable")
+        return await self.rag_context(sample, budget)  # if still too long, the call fails as prompt-too-long
 
     def ideal_context(self, sample: Sample) -> tuple[str, str, dict[str, Any]]:
         tickers, fallback = self._context_tickers(sample)
