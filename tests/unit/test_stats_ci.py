@@ -26,6 +26,17 @@ def test_mean_ci_binary_uses_wilson_and_continuous_uses_t():
     assert c.ci95[1] - c.value == pytest.approx(half)
 
 
+def test_t_interval_of_fractions_stays_in_unit_range_but_not_of_unbounded_scores():
+    fractions = [0.0, 0.0, 0.0, 0.5, 0.0, 0.25]  # plain t: lower bound below 0
+    raw_half = stats.t.ppf(0.975, 5) * np.std(fractions, ddof=1) / math.sqrt(6)
+    assert np.mean(fractions) - raw_half < 0
+    f = mean_ci(fractions)
+    assert f.ci95[0] == 0.0 and f.ci95[1] == pytest.approx(np.mean(fractions) + raw_half)
+    ratios = [0.0, 0.0, 0.0, 1.5, 0.0, 0.25]  # one score above 1 (e.g. the release's unclipped F1)
+    r = mean_ci(ratios)
+    assert r.ci95[0] < 0
+
+
 def test_empty_mean_is_nan_with_n_zero():
     e = mean_ci([])
     assert e.n == 0 and math.isnan(e.value)

@@ -1,7 +1,9 @@
 """95% intervals for means of per-item scores.
 
 Binary scores (every value 0 or 1) get the Wilson score interval, which stays
-inside [0, 1] and behaves at p near 0 or 1; other scores get Student's t.
+inside [0, 1] and behaves at p near 0 or 1; other scores get Student's t, cut to
+[0, 1] when every score lies in [0, 1] (a mean of such scores cannot leave it:
+judge grades /5, F1 of small sets).
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
     from scipy.special import stdtrit  # loaded only when needed: scipy costs a second at start-up
 
     half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(var_of_mean)
-    return Estimate(mean, (mean - half, mean + half), n, var_of_mean)
+    lo, hi = mean - half, mean + half
+    if x.min() >= 0.0 and x.max() <= 1.0:
+        lo, hi = max(0.0, lo), min(1.0, hi)
+    return Estimate(mean, (lo, hi), n, var_of_mean)
 
 
 def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float = 0.95,
