@@ -156,6 +156,8 @@ def test_zero_shot_is_one_round_with_the_model_prompt_as_user_turn(tmp_path, sha
         p = record.prediction
         assert p["rounds"] == 1 and p["ended_by_simulator"] is None and p["user_source"] == "zero-shot"
     assert "ended_by_simulator" not in result.results["metrics"]
+    # one round in every dialogue is a count with no spread, not a 3-of-3 success rate (Wilson would give ~[0.44, 1])
+    assert result.results["metrics"]["rounds"]["ci95"] == [1.0, 1.0]
 
 
 def test_penalties_are_recorded_as_unsupported(tmp_path, shared_data):

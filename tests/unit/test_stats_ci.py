@@ -37,6 +37,13 @@ def test_t_interval_of_fractions_stays_in_unit_range_but_not_of_unbounded_scores
     assert r.ci95[0] < 0
 
 
+def test_counts_of_one_are_not_read_as_successes():
+    assert mean_ci([1, 1, 1]).ci95[0] < 1  # binary: Wilson
+    assert mean_ci([1, 1, 1], counts=True).ci95 == (1.0, 1.0)
+    c = mean_ci([1, 0, 1, 1], counts=True)
+    assert c.ci95[0] < 0.75 < c.ci95[1] and c.ci95 != mean_ci([1, 0, 1, 1]).ci95
+
+
 def test_empty_mean_is_nan_with_n_zero():
     e = mean_ci([])
     assert e.n == 0 and math.isnan(e.value)

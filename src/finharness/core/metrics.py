@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from ..stats import Estimate, mean_ci
 from .types import Score
@@ -42,8 +42,10 @@ class Metric:
         return {"value": self.value, "ci95": list(self.ci95) if self.ci95 else None, "n": self.n}
 
 
-def mean_metrics(scores: Iterable[Score], headline: str = "accuracy") -> dict[str, Metric]:
-    """`headline` = mean of Score.value; every key of Score.values averaged the same way."""
+def mean_metrics(scores: Iterable[Score], headline: str = "accuracy",
+                 counts: Collection[str] = ()) -> dict[str, Metric]:
+    """`headline` = mean of Score.value; every key of Score.values averaged the same way (keys in
+    `counts` hold counts, so all-0/1 columns of them get a t interval, not a binomial one)."""
     scores = [s for s in scores if s is not None]
     out = {headline: Metric.of(mean_ci([s.value for s in scores if s.value is not None]))}
     columns: dict[str, list[float]] = defaultdict(list)
@@ -51,7 +53,7 @@ def mean_metrics(scores: Iterable[Score], headline: str = "accuracy") -> dict[st
         for k, v in s.values.items():
             columns[k].append(v)
     for k, vs in columns.items():
-        out[k] = Metric.of(mean_ci(vs))
+        out[k] = Metric.of(mean_ci(vs, counts=k in counts))
     return out
 
 

@@ -48,7 +48,9 @@ def wilson_ci(successes: float, n: int, confidence: float = 0.95) -> tuple[float
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
+def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = False) -> Estimate:
+    """Mean with its 95% interval; `counts`: the values are counts (rounds, tokens), never read as
+    binary outcomes even when every one is 0 or 1."""
     import numpy as np  # loaded when the metrics are computed, not at start-up
 
     x = np.asarray([v for v in values if v is not None], dtype=float)
@@ -57,7 +59,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> Estimate:
         return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
     mean = float(x.mean())
     var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
-    if np.all((x == 0) | (x == 1)):
+    if not counts and np.all((x == 0) | (x == 1)):
         # Agresti-Coull variance: never 0 at p = 0 or 1, so macro averages of such parts keep a real CI
         z2 = float(_z(0.5 + confidence / 2)) ** 2
         p_adj = (float(x.sum()) + z2 / 2) / (n + z2)

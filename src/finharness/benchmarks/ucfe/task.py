@@ -48,6 +48,8 @@ JUDGE_HINT = ("UCFE is scored by judging pairs of runs: `finharness ucfe judge R
               "`finharness rate MATCHES.jsonl`")
 HEADLINE_VALUES: tuple[str, ...] = ("rounds", "ended_by_simulator", "total_tokens", "model_completion_tokens",
                                     "user_completion_tokens")
+COUNT_VALUES = frozenset(HEADLINE_VALUES) - {"ended_by_simulator"}
+"""Values that are counts: 1 round in every zero-shot dialogue is not a 100 % success rate."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class UCFETask(Task):
         scored = [r for r in records if r.score is not None and r.score.parsed]
 
         def metrics(scores: list[Score]) -> dict:
-            found = mean_metrics(scores, headline="_unused")
+            found = mean_metrics(scores, headline="_unused", counts=COUNT_VALUES)
             return {k: found[k] for k in HEADLINE_VALUES if k in found}
 
         groups = {grouping: {key: metrics([r.score for r in scored if r.metadata.get(grouping) == key])
