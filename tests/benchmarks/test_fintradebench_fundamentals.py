@@ -58,8 +58,11 @@ def test_stock_split_detected_from_share_counts(shared_data):
     assert nvda.shares_as_of(dt.date(2024, 6, 1)) == pytest.approx(24.6e9, rel=0.01)
 
 
-def test_leases_option_changes_debt_only(shared_data):
+def test_debt_definition_changes_debt_only(shared_data):
     meta = TickerFundamentals(shared_data, "META")
-    plain, leased = meta.as_of(dt.date(2025, 5, 2)), meta.as_of(dt.date(2025, 5, 2), FundamentalsConfig(debt_includes_leases=True))
+    day = dt.date(2025, 5, 2)
+    plain, leased = (meta.as_of(day, FundamentalsConfig(debt=d)) for d in ("borrowings", "borrowings+leases"))
+    printed = meta.as_of(day)  # default: the balance-sheet lines (META shows its operating leases there)
     assert leased.values["Debt/Assets"] > plain.values["Debt/Assets"]
-    assert leased.values["Sales/Assets"] == plain.values["Sales/Assets"]
+    assert printed.values["Debt/Assets"] > plain.values["Debt/Assets"] and not printed.debt_fallback
+    assert leased.values["Sales/Assets"] == plain.values["Sales/Assets"] == printed.values["Sales/Assets"]

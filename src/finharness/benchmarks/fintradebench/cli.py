@@ -97,19 +97,23 @@ def fundamentals_command(
     tickers: Optional[str] = typer.Option(None, help="Comma list (default: every ticker with filings and official "
                                                      "values)."),
     alignment: str = typer.Option("daily", help="daily (point-in-time, each day) | quarter (definitions only)."),
-    leases: bool = typer.Option(False, help="Count lease liabilities as debt."),
+    debt: str = typer.Option("balance-sheet", "--debt",
+                             help="Total debt: balance-sheet (the debt and lease lines printed on the balance "
+                                  "sheet, as the vendor's) | borrowings | borrowings+leases."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Agreement of the ratios computed from filings with the official per-day values."""
     from ...data.errors import DataError
-    from ...markets.fundamentals import FundamentalsConfig, agreement_table, format_agreement
+    from ...markets.fundamentals import DEBT_DEFINITIONS, FundamentalsConfig, agreement_table, format_agreement
 
     if alignment not in ("daily", "quarter"):
         fail("--alignment must be daily or quarter")
+    if debt not in DEBT_DEFINITIONS:
+        fail(f"--debt must be one of {', '.join(DEBT_DEFINITIONS)}, not {debt!r}")
     try:
         rows = agreement_table(_root(data_dir), tickers.split(",") if tickers else None,
                                alignment=alignment,  # type: ignore[arg-type]
-                               config=FundamentalsConfig(debt_includes_leases=leases))
+                               config=FundamentalsConfig(debt=debt))  # type: ignore[arg-type]
     except DataError as err:
         fail(str(err))
     typer.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_agreement(rows))
