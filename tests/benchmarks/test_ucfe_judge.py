@@ -155,6 +155,8 @@ def test_both_orders_with_a_position_biased_judge_is_all_ties(tmp_path, shared_d
     assert result["rates"]["flip"]["value"] == 1.0 and result["rates"]["flip"]["n"] == len(items)
     assert result["rates"]["first_position_win"]["value"] == 1.0
     assert result["rates"]["tie"]["value"] == 1.0
+    assert result["verdict_labels"] == {"[[1]]": 2 * len(items)} and 2 * len(items) >= 10
+    assert any(f"[[1]] in all {2 * len(items)} replies" in note for note in result["notes"])
 
 
 def test_a_consistent_judge_decides_in_both_modes(tmp_path, shared_data, fake_run, items):
@@ -165,6 +167,8 @@ def test_a_consistent_judge_decides_in_both_modes(tmp_path, shared_data, fake_ru
         if mode == "both-orders":
             assert result["flips"] == 0
             assert result["rates"]["first_position_win"]["value"] == 0.5  # each order once
+            assert set(result["verdict_labels"]) == {"[[1]]", "[[2]]"}
+            assert not any("does not tell the dialogues apart" in note for note in result["notes"])
 
 
 def test_both_orders_prompts_are_role_labelled_and_swapped(tmp_path, shared_data, fake_run, items):

@@ -101,3 +101,15 @@ def test_compare_two_outputs(app, matches_file, tmp_path):
 def test_needs_matches_or_compare(app):
     result = CliRunner().invoke(app, ["rate"])
     assert result.exit_code == 2 and "MATCHES.jsonl" in result.stderr
+
+
+def test_all_ties_are_flagged_as_ranking_nothing(app, tmp_path, matches_file):
+    ties = tmp_path / "ties.jsonl"
+    write_matches([Match("0_股价预测", "a", "b", "tie", item_id=str(i)) for i in range(20)], ties)
+    for method in ("elo", "bt"):
+        out = _json(CliRunner().invoke(app, ["rate", str(ties), "--method", method, "--json"]))
+        assert out["overall"]["ratings"]["a"]["ci95"] == [1000.0, 1000.0]
+        assert len(out["notes"]) == 1 and "all 20 matches are ties" in out["notes"][0]
+    table = CliRunner().invoke(app, ["rate", str(ties)])
+    assert "rank nothing" in table.output.replace("\n", " ")
+    assert _json(CliRunner().invoke(app, ["rate", str(matches_file), "--json"]))["notes"] == []

@@ -37,6 +37,12 @@ def test_t_interval_of_fractions_stays_in_unit_range_but_not_of_unbounded_scores
     assert r.ci95[0] < 0
 
 
+@pytest.mark.parametrize("n", [20, 40, 333])
+def test_wilson_bounds_are_exact_at_none_and_all(n):
+    assert wilson_ci(0, n)[0] == 0.0 and wilson_ci(n, n)[1] == 1.0
+    assert 0 < wilson_ci(0, n)[1] < 0.2 and 0.8 < wilson_ci(n, n)[0] < 1
+
+
 def test_counts_of_one_are_not_read_as_successes():
     assert mean_ci([1, 1, 1]).ci95[0] < 1  # binary: Wilson
     assert mean_ci([1, 1, 1], counts=True).ci95 == (1.0, 1.0)

@@ -110,3 +110,5 @@ def register(app: typer.Typer) -> None:
             _print_table(console, name, table)
         for task, table in (report.by_task or {}).items():
             _print_table(console, task, table)
+        for note in report.notes:
+            console.print(f"note: {note}")

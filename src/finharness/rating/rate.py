@@ -75,7 +75,16 @@ class RatingReport:
 
         return {"method": self.options.method, "options": self.options.to_json(),
                 "overall": self.overall.to_json(), "by_task": tables(self.by_task),
-                "groups": tables(self.groups)}
+                "groups": tables(self.groups), "notes": self.notes}
+
+    @property
+    def notes(self) -> list[str]:
+        """What the numbers cannot show by themselves."""
+        rows = self.overall.ratings.values()
+        if rows and all(r.wins == 0 and r.losses == 0 for r in rows):
+            return [f"all {self.overall.n_matches} matches are ties: every rating equals the start and the bootstrap "
+                    "intervals have zero width, which says the matches rank nothing, not that the ratings are certain"]
+        return []
 
 
 def rate_matches(matches: Sequence[Match], options: RatingOptions = RatingOptions(),

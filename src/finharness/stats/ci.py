@@ -45,7 +45,10 @@ def wilson_ci(successes: float, n: int, confidence: float = 0.95) -> tuple[float
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # at 0 or n successes the bound is exactly 0 or 1 (the formula leaves rounding dust like 7e-18)
+    lo = 0.0 if successes <= 0 else max(0.0, centre - half)
+    hi = 1.0 if successes >= n else min(1.0, centre + half)
+    return (lo, hi)
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = False) -> Estimate:

@@ -20,6 +20,7 @@ decoding is greedy (ours; the official judge, glm-4-plus, ran with the API's def
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -172,6 +173,10 @@ class PairJudge:
                                     judge=self.judge.spec, order=order))
 
 
+UNIFORM_VERDICTS_MIN = 10
+"""Replies with a verdict from which one label for all of them is flagged (fewer could be chance)."""
+
+
 def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a: str, name_b: str,
             counters: RunCounters | None = None) -> dict[str, Any]:
     """The JSON summary printed by `finharness ucfe judge --json`."""
@@ -185,6 +190,8 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
     if counters is not None:
         out["calls"] = {"made": counters.calls, "cache_hits": counters.cache_hits, "retries": counters.retries,
                         "failures": counters.failures}
+    labels = Counter(j.verdict.label for j in report.judgments if j.verdict is not None and j.verdict.label)
+    out["verdict_labels"] = {f"[[{label}]]": n for label, n in sorted(labels.items())}
     out["notes"] = [
         "no_verdict: replies without a usable [[1]]/[[2]]/[[3]] (never counted as ties); "
         "first_position_win: share of decided replies ([[1]] or [[2]]) that chose the dialogue shown first",
@@ -193,4 +200,9 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
         "both-orders mode (ours): each item judged with either dialogue first; a disagreement is a tie (flip); "
         "an item with no verdict in either order is undecided",
     ]
+    if len(labels) == 1 and sum(labels.values()) >= UNIFORM_VERDICTS_MIN:
+        (label, n), = labels.items()
+        out["notes"].append(f"the judge answered [[{label}]] in all {n} replies with a verdict: it does not tell the "
+                            "dialogues apart (a small judge does this), so the ratings carry no information; use a "
+                            "stronger judge")
     return out
