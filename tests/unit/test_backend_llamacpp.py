@@ -279,3 +279,24 @@ def test_prompt_cache_resumes_a_dialogue_after_another_prompt_ran_in_between():
     finally:
         asyncio.run(cached.aclose())
         asyncio.run(plain.aclose())
+
+
+def test_prompt_cache_evicts_by_the_logits_copy_each_state_keeps():
+    from types import SimpleNamespace
+
+    from llama_cpp import LlamaRAMCache
+
+    from finharness.backends.llamacpp import counted_ram_cache
+
+    def state(i):  # as Llama.save_state makes it: a small llama.cpp state beside a big logits copy
+        return SimpleNamespace(llama_state_size=1_000, scores=np.zeros((4, 65_536), dtype=np.single),
+                               input_ids=np.arange(i + 1, dtype=np.intc))
+
+    capacity = 3 << 20  # room for two 1 MiB logits copies, not four
+    counted, plain = counted_ram_cache(capacity), LlamaRAMCache(capacity_bytes=capacity)
+    for cache in (counted, plain):
+        for i in range(4):
+            cache[tuple(range(i + 1))] = state(i)
+    assert len(plain.cache_state) == 4  # llama-cpp-python counts 4 x 1,000 bytes: nothing evicted
+    assert list(counted.cache_state) == [(0, 1, 2), (0, 1, 2, 3)]  # the oldest went first
+    assert counted.cache_size <= capacity

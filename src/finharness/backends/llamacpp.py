@@ -77,7 +77,7 @@ class LlamaCppOptions:
     prompt that extends any saved state (a dialogue's next turn after another role or dialogue
     ran in between) also evaluates only its new tokens. A state holds its KV entries and a copy
     of the n_batch x vocabulary logits buffer (about 300 MiB for Qwen at n_batch 512), so give
-    a few GiB. Not part of the identity: like the built-in prefix reuse it changes which tokens
+    a few GiB (counted in full: see `counted_ram_cache`). Not part of the identity: like the built-in prefix reuse it changes which tokens
     are evaluated, not the request -- but, as with that reuse, llama.cpp's CPU kernels round
     differently for different batch shapes, so a reply can differ from the one a cold context
     gives (bench/prompt_cache.py: 10 of 12 dialogue turns identical on the 0.5B)."""
@@ -102,6 +102,26 @@ class LlamaCppOptions:
     @property
     def n_threads(self) -> int:
         return self.threads or os.cpu_count() or 1
+
+
+def state_bytes(state: Any) -> int:
+    """RAM one saved llama-cpp-python state holds: the llama.cpp state (KV entries, output logits) and the
+    copies of the logits buffer and of the token ids that `Llama.save_state` keeps beside it."""
+    return int(state.llama_state_size) + int(state.scores.nbytes) + int(state.input_ids.nbytes)
+
+
+def counted_ram_cache(capacity_bytes: int) -> Any:
+    """llama-cpp-python's LlamaRAMCache, evicting by what its states really hold. Its own size counts only
+    the llama.cpp state, not the n_batch x vocabulary logits copy of each state (~300 MiB for Qwen), so a
+    '2,000 MiB' cache of short dialogue states grew past 20 GiB and a UCFE run was killed for memory."""
+    from llama_cpp import LlamaRAMCache
+
+    class CountedRAMCache(LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            return sum(state_bytes(state) for state in self.cache_state.values())
+
+    return CountedRAMCache(capacity_bytes=capacity_bytes)
 
 
 def parse_spec(spec: str) -> tuple[Path, LlamaCppOptions]:
@@ -161,9 +181,7 @@ class LlamaCppBackend(BaseBackend):
             if self._generator is None:
                 self._generator = self._load(logits_all=False)
                 if self.options.prompt_cache_mb > 0:
-                    from llama_cpp import LlamaRAMCache
-
-                    self._generator.set_cache(LlamaRAMCache(capacity_bytes=self.options.prompt_cache_mb << 20))
+                    self._generator.set_cache(counted_ram_cache(self.options.prompt_cache_mb << 20))
             return self._generator
 
     def _scoring_model(self) -> Any:
