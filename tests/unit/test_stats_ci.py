@@ -48,6 +48,7 @@ def test_counts_of_one_are_not_read_as_successes():
     assert mean_ci([1, 1, 1], counts=True).ci95 == (1.0, 1.0)
     c = mean_ci([1, 0, 1, 1], counts=True)
     assert c.ci95[0] < 0.75 < c.ci95[1] and c.ci95 != mean_ci([1, 0, 1, 1]).ci95
+    assert c.ci95[0] < 0  # counts are not fractions: not cut to [0, 1]
 
 
 def test_empty_mean_is_nan_with_n_zero():

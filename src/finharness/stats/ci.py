@@ -73,7 +73,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
 
     half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(var_of_mean)
     lo, hi = mean - half, mean + half
-    if x.min() >= 0.0 and x.max() <= 1.0:
+    if not counts and x.min() >= 0.0 and x.max() <= 1.0:
         lo, hi = max(0.0, lo), min(1.0, hi)
     return Estimate(mean, (lo, hi), n, var_of_mean)
 
