@@ -415,12 +415,19 @@ class Knowledge:
             total += whole
         return total
 
+    def debt_definition(self, at: dt.date, asked: DebtDefinition) -> DebtDefinition:
+        """The definition `debt` uses at `at`: 'balance-sheet' becomes 'borrowings+leases' when no balance
+        sheet of that date is known."""
+        if asked == "balance-sheet" and self.balance(BALANCE_SHEET_DEBT, at) is None:
+            return "borrowings+leases"
+        return asked
+
     def debt(self, at: dt.date, definition: DebtDefinition = "balance-sheet") -> float | None:
         """Total debt at `at` per `definition` (module docstring); 'balance-sheet' falls back to
         'borrowings+leases' when no balance sheet of that date is known."""
+        definition = self.debt_definition(at, definition)
         if definition == "balance-sheet":
-            printed = self.balance(BALANCE_SHEET_DEBT, at)
-            return printed if printed is not None else self.debt(at, "borrowings+leases")
+            return self.balance(BALANCE_SHEET_DEBT, at)
         long_term = self.balance("long_term_debt", at)
         if long_term is None:
             parts = [self.balance("long_term_debt_current", at), self.balance("long_term_debt_noncurrent", at)]
@@ -491,7 +498,7 @@ def quarter_inputs(knowledge: Knowledge, end: dt.date, basis: Basis = "quarterly
                          flow("dividends_paid", end), assets, equity, knowledge.debt(end, debt),
                          mean(assets, assets_ago), mean(equity, equity_ago), averaged,
                          knowledge.equity_with_noncontrolling(end),
-                         debt == "balance-sheet" and knowledge.balance(BALANCE_SHEET_DEBT, end) is None)
+                         knowledge.debt_definition(end, debt) != debt)
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float:
