@@ -64,38 +64,6 @@ def test_missing_model_file_is_a_spec_error(tmp_path):
         llamacpp.from_spec(f"llamacpp:{tmp_path / 'absent.gguf'}")
 
 
-def _most_calls_at_once(options_a: LlamaCppOptions, options_b: LlamaCppOptions) -> int:
-    """Two backends' calls started together: how many ran at the same moment, at most."""
-    import threading
-    import time
-
-    running, most, guard = 0, 0, threading.Lock()
-
-    def work() -> None:
-        nonlocal running, most
-        with guard:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.05)
-        with guard:
-            running -= 1
-
-    backends = [llamacpp.LlamaCppBackend("a.gguf", options=options_a),
-                llamacpp.LlamaCppBackend("b.gguf", options=options_b)]
-
-    async def both() -> None:
-        await asyncio.gather(*(b._run(work) for b in backends for _ in range(3)))
-
-    asyncio.run(both())
-    return most
-
-
-def test_all_core_models_take_turns_and_placed_ones_run_alongside():
-    assert _most_calls_at_once(LlamaCppOptions(), LlamaCppOptions(n_ctx=8192)) == 1
-    assert _most_calls_at_once(LlamaCppOptions(threads=1), LlamaCppOptions(threads=1)) == 2
-    assert _most_calls_at_once(LlamaCppOptions(n_gpu_layers=-1), LlamaCppOptions()) == 2
-
-
 class _RecordingLlama:
     """Stands in for llama_cpp.Llama: records the batches passed to eval."""
 

@@ -53,12 +53,6 @@ _T = TypeVar("_T")
 
 SCHEME = "llamacpp"
 
-ALL_CORES_LOCK = threading.Lock()
-"""Taken by every call of a model that computes on all cores (no `threads` option, no GPU layers).
-llama.cpp's CPU threads spin while they wait, so two such models computing at once (a build's two
-candidate models, a judge beside its candidates) each slow down several-fold: they take turns instead.
-A model given `threads` is placed by its user and runs alongside."""
-
 
 @dataclass(frozen=True)
 class LlamaCppOptions:
@@ -68,7 +62,7 @@ class LlamaCppOptions:
     """Context window in tokens (prompt + generation); bounded by the model's training context."""
 
     threads: int | None = None
-    """CPU threads; None uses os.cpu_count() and takes turns with other all-core models (ALL_CORES_LOCK)."""
+    """CPU threads; None uses os.cpu_count()."""
 
     n_batch: int = 512
     """Prompt tokens decoded per llama.cpp batch."""
@@ -108,10 +102,6 @@ class LlamaCppOptions:
     @property
     def n_threads(self) -> int:
         return self.threads or os.cpu_count() or 1
-
-    @property
-    def uses_all_cores(self) -> bool:
-        return not self.threads and self.n_gpu_layers == 0
 
 
 def state_bytes(state: Any) -> int:
@@ -167,8 +157,6 @@ class LlamaCppBackend(BaseBackend):
         # the model while its llama.cpp call is still running. Tokenizing and reading metadata
         # need no call lock (llama.cpp's vocabulary is read-only), only a loaded model.
         self._call_lock = threading.Lock()
-        self._cores_lock: contextlib.AbstractContextManager[Any] = (
-            ALL_CORES_LOCK if options.uses_all_cores else contextlib.nullcontext())
         self._load_lock = threading.Lock()
         self._generator: Any = None  # llama_cpp.Llama, logits_all=False
         self._scorer: Any = None  # llama_cpp.Llama, logits_all=True
@@ -217,7 +205,7 @@ class LlamaCppBackend(BaseBackend):
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         def locked() -> _T:
-            with self._call_lock, self._cores_lock:  # always in this order: no deadlock
+            with self._call_lock:
                 return fn(*args)
 
         return await asyncio.to_thread(locked)
