@@ -118,6 +118,15 @@ def test_fake_run_reads_as_its_model(fake_run):
     assert side.name == "fake?name=fake-model" and len(side.dialogues) == 30
 
 
+def test_run_name_leaves_out_run_only_options(tmp_path, fake_run):
+    run = tmp_path / "cached-run"
+    run.mkdir()
+    (run / "samples.jsonl").write_text((fake_run / "samples.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    (run / "results.json").write_text(json.dumps(
+        {"task": "ucfe", "model": "embedded:1.5b?prompt_cache_mb=2000&n_ctx=8192"}), encoding="utf-8")
+    assert load_dialogues(run).name == "embedded:1.5b?n_ctx=8192"
+
+
 def test_official_mode_positions_follow_id_parity(tmp_path, shared_data, fake_run, items):
     judge = FakeBackend("fake?name=first", reply="Assistant 1 is better. [[1]]", name="first")
     report, result, _ = judge_sides(tmp_path, shared_data, fake_run, items, judge, "official")

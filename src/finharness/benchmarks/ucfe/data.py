@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ...backends.spec_options import model_name
 from ...data.errors import DataError
 from ...data.io import iter_jsonl, read_json
 
@@ -179,7 +180,7 @@ def _run_samples(path: Path) -> DialogueSource:
         meta = read_json(results)
         if meta.get("task") not in (None, "ucfe"):
             raise DataError(f"this run is of task {meta.get('task')!r}, not 'ucfe'", path=results)
-        name = meta.get("model") or name
+        name = model_name(str(meta["model"])) if meta.get("model") else name
     dialogues: dict[str, StoredDialogue] = {}
     failed = []
     for line, obj in iter_jsonl(path):
