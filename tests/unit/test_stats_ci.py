@@ -37,6 +37,14 @@ def test_t_interval_of_fractions_stays_in_unit_range_but_not_of_unbounded_scores
     assert r.ci95[0] < 0
 
 
+def test_equal_fractions_get_the_wilson_interval_of_their_mean_not_zero_width():
+    same = mean_ci([0.8] * 10)  # e.g. ten judge verdicts of 4/5
+    assert same.value == pytest.approx(0.8)
+    assert same.ci95 == pytest.approx(wilson_ci(8, 10)) and same.ci95[1] - same.ci95[0] > 0.3
+    assert mean_ci([0.6]).ci95 == pytest.approx(wilson_ci(0.6, 1))
+    assert mean_ci([3.0] * 10).ci95 == (3.0, 3.0)  # unbounded scores: no bound on their variance
+
+
 @pytest.mark.parametrize("n", [20, 40, 333])
 def test_wilson_bounds_are_exact_at_none_and_all(n):
     assert wilson_ci(0, n)[0] == 0.0 and wilson_ci(n, n)[1] == 1.0

@@ -3,7 +3,11 @@
 Binary scores (every value 0 or 1) get the Wilson score interval, which stays
 inside [0, 1] and behaves at p near 0 or 1; other scores get Student's t, cut to
 [0, 1] when every score lies in [0, 1] (a mean of such scores cannot leave it:
-judge grades /5, F1 of small sets).
+judge grades /5, F1 of small sets). Scores in [0, 1] that are all equal (or a
+single one) have no sample variance, and t would give a zero-width interval;
+they get the Wilson interval of their mean instead: a score in [0, 1] with mean
+p varies at most as a 0/1 score does (variance p(1 - p)), so the interval is
+conservative, not certain.
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
         return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
     mean = float(x.mean())
     var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
-    if not counts and np.all((x == 0) | (x == 1)):
+    fractions = not counts and bool(x.min() >= 0.0 and x.max() <= 1.0)
+    if fractions and (var_of_mean == 0.0 or np.all((x == 0) | (x == 1))):
         # Agresti-Coull variance: never 0 at p = 0 or 1, so macro averages of such parts keep a real CI
         z2 = float(_z(0.5 + confidence / 2)) ** 2
         p_adj = (float(x.sum()) + z2 / 2) / (n + z2)
@@ -73,7 +78,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
 
     half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(var_of_mean)
     lo, hi = mean - half, mean + half
-    if not counts and x.min() >= 0.0 and x.max() <= 1.0:
+    if fractions:
         lo, hi = max(0.0, lo), min(1.0, hi)
     return Estimate(mean, (lo, hi), n, var_of_mean)
 
