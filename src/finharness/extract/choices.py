@@ -13,7 +13,9 @@ Choices (single and multiple):
   leading_letter the reply opens with letters and a delimiter ('B. 飞鸟公司…', 'A、C两项')
   option_text    the reply repeats option text and names no letter at all; mapped back to its letter
 For a single choice that names several letters the first is taken (CFinBench's rule) and the rule
-gets the suffix '/first'. Letters outside the question's options never count.
+gets the suffix '/first'. Letters outside the question's options never count. Letters followed by
+'or' / '或' / '还是' and another letter ('A or B?', '答案：A或C') name alternatives, not a choice: the
+reply is unparseable with detail 'hedge', never credited with its first letter.
 
 Verdicts (judgment):
   answer_cue     the verdict after the last 答案 cue ('答案：错误', '答案是对的', '答案：×')
@@ -48,6 +50,9 @@ class Extraction:
 
     rule: str
     """The rule that fired ('answer_cue', 'option_text', ...) or 'unparseable'."""
+
+    detail: str = ""
+    """Why an unparseable reply is one, when a rule saw letters: 'hedge' ('A or B')."""
 
     @property
     def parsed(self) -> bool:
@@ -99,6 +104,8 @@ class _ChoicePatterns:
     english_cue: re.Pattern
     bare_letter: re.Pattern
     leading_letter: re.Pattern
+    hedge: re.Pattern
+    """Right after a rule's letters: 'or B', '或C', '还是 D' -- the reply names alternatives, not a choice."""
 
 
 @lru_cache(maxsize=64)
@@ -120,6 +127,7 @@ def _choice_patterns(letters: str) -> _ChoicePatterns:
             rf"(?:\s+(?i:options?))?)\s*:?\s*{_OPEN}\s*{seq}"),
         bare_letter=re.compile(rf"[\s(\[【「《'\"*.,;:、。!]*{seq}[\s)\]】」》'\"*.,;:、。!]*"),
         leading_letter=re.compile(rf"^{_OPEN}\s*{seq}\s*(?:[.:)\]】」、*]|\s|$)"),
+        hedge=re.compile(rf"[)\]】」'\"*]*\s*[,，]?\s*(?:(?i:or)(?![A-Za-z])|或者|或|还是)\s*{_OPEN}\s*{one}(?![A-Za-z])"),
     )
 
 
@@ -150,7 +158,9 @@ def extract_choice(reply: str, options: Mapping[str, str] | Sequence[str], *,
     patterns = _choice_patterns(letters)
     text = prepare_reply(reply)
 
-    def decide(found: list[str], rule: str) -> Extraction:
+    def decide(found: list[str], rule: str, match: re.Match[str]) -> Extraction:
+        if patterns.hedge.match(text, match.end("ans")):
+            return Extraction(None, UNPARSEABLE, "hedge")
         if multiple:
             return Extraction("".join(sorted(set(found))), rule)
         return Extraction(found[0], rule if len(set(found)) == 1 else rule + "/first")
@@ -158,13 +168,13 @@ def extract_choice(reply: str, options: Mapping[str, str] | Sequence[str], *,
     for rule in _SEARCH_LAST:
         matches = list(getattr(patterns, rule).finditer(text))
         if matches:
-            return decide(_letters_of(matches[-1].group("ans"), letters), rule)
+            return decide(_letters_of(matches[-1].group("ans"), letters), rule, matches[-1])
     whole = patterns.bare_letter.fullmatch(text)
     if whole:
-        return decide(_letters_of(whole.group("ans"), letters), "bare_letter")
+        return decide(_letters_of(whole.group("ans"), letters), "bare_letter", whole)
     opening = patterns.leading_letter.match(text)
     if opening:
-        return decide(_letters_of(opening.group("ans"), letters), "leading_letter")
+        return decide(_letters_of(opening.group("ans"), letters), "leading_letter", opening)
     if not patterns.letter_in_text.search(text):
         found = _option_text_letters(text, options)
         if found and (multiple or len(found) == 1):
