@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from finharness.backends import from_spec
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.demo.task import DemoTask
 from finharness.core.backend import BackendError, CallFailed
 from finharness.core.limiter import AdaptiveLimiter, is_rate_limited
@@ -275,3 +276,20 @@ def test_a_run_against_a_rate_limiting_server_completes_and_counts_the_shrinks(t
     assert counts["concurrency_shrinks"] >= 1
     assert 1 <= counts["concurrency_min_limit"] <= 2
     assert result.results["metrics"]["accuracy"]["n"] == 12
+
+
+def test_a_run_joining_a_model_whose_limit_already_shrank_records_that_limit(tmp_path: Path):
+    backend = FakeBackend("fake?name=pooled")
+    store = RunStore(tmp_path / "s.sqlite")
+    try:
+        early, late = RunCounters(), RunCounters()
+        first = CachedModel(backend, store, early, concurrency=8)
+        assert first.limiter.record_rate_limit(first.limiter.epoch)  # 8 -> 4, counted in the early run
+        assert early.concurrency_min_limit == 4 and early.concurrency_shrinks == 1
+        CachedModel(backend, store, late, _shared=first._shared)  # a pooled run's later task joins
+        assert late.concurrency_min_limit == 4 and late.concurrency_shrinks == 0
+        untouched = RunCounters()
+        CachedModel(FakeBackend("fake?name=other"), store, untouched, concurrency=8)
+        assert untouched.concurrency_min_limit is None
+    finally:
+        store.close()

@@ -55,7 +55,8 @@ class RunCounters:
     concurrency_shrinks: int = 0
     """Times a model's concurrency limit was halved after a rate-limit refusal (429/529)."""
     concurrency_min_limit: int | None = None
-    """The lowest concurrency limit any model reached (None: no limit ever shrank)."""
+    """The lowest concurrency limit any model ran at during this run (None: every model kept its maximum);
+    a run that joins a model whose limit shrank earlier (a pooled run's later task) starts from it."""
     samples_done: int = 0
     samples_total: int = 0
     failure_messages: list[str] = field(default_factory=list)
@@ -105,11 +106,16 @@ class PromptBudget:
     'right' (drop the end of the last user turn)."""
 
 
+def note_limit(counters: RunCounters, limit: int) -> None:
+    """A model of the run is at `limit` below its maximum: keep the lowest in the run's counters."""
+    lowest = counters.concurrency_min_limit
+    counters.concurrency_min_limit = limit if lowest is None else min(lowest, limit)
+
+
 def count_shrink(counters: RunCounters, limiter: AdaptiveLimiter) -> None:
     """Count one halving of a model's concurrency limit in a run's counters."""
     counters.concurrency_shrinks += 1
-    lowest = counters.concurrency_min_limit
-    counters.concurrency_min_limit = limiter.limit if lowest is None else min(lowest, limiter.limit)
+    note_limit(counters, limiter.limit)
 
 
 def shared_model_state(backend: Backend, concurrency: int | None = None) -> dict[str, Any]:
@@ -159,6 +165,9 @@ class CachedModel:
             _shared = shared_model_state(backend, concurrency)
         if not any(c is counters for c in _shared["counters"]):  # `is`: equal counts are other runs
             _shared["counters"].append(counters)
+            limiter: AdaptiveLimiter = _shared["limiter"]
+            if limiter.limit < limiter.maximum:  # shrank before this run joined: it runs below its maximum
+                note_limit(counters, limiter.limit)
         self._shared = _shared
 
     @property
