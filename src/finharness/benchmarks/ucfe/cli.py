@@ -38,7 +38,8 @@ def judge_command(
     data_dir: Optional[Path] = typer.Option(None, help="Data root holding ucfe/UCFE_bench.json."),
     tasks: Optional[str] = typer.Option(None, help="Comma list of UCFE task keys (default: all)."),
     limit: Optional[int] = typer.Option(None, help="Only the first N items (after --tasks)."),
-    name_a: Optional[str] = typer.Option(None, help="Name of model A in the matches (default: the run's model spec less run-only options such as prompt_cache_mb)."),
+    name_a: Optional[str] = typer.Option(None, help="Name of model A in the matches (default: the run's model "
+                                                    "spec less run-only options such as prompt_cache_mb)."),
     name_b: Optional[str] = typer.Option(None, help="Name of model B in the matches."),
     max_tokens: int = typer.Option(1024, help="The judge's reply budget."),
     concurrency: Optional[int] = typer.Option(None, help="Judge calls in flight."),
