@@ -213,3 +213,20 @@ def test_cli_metrics_writes_metrics_json(build):
     assert table.exit_code == 0 and "Eq.8 SCR" in table.output and "note: judge_mae" in table.output
     bad = runner.invoke(app, ["metrics", str(build), "--weights", "speed=1"])
     assert bad.exit_code == 2 and "--weights" in bad.output
+
+
+def test_self_selection_counts_picks_of_the_prompts_example_and_says_so(build):
+    def picked(qid, model, level, rule):
+        return {"question_id": qid, "model": model, "candidate_index": 0, "level": level, "text": "...",
+                "rule": rule, "reply": "TELER_L3_Step_By_Step"}
+    write_jsonl(build / "selected.jsonl", [picked("F1", A, "L3", "exact"), picked("T2", A, "L3", "contains"),
+                                           picked("F1", B, "L3", "exact"), picked("T2", B, "L0", "fallback-first")])
+    metrics = construction_metrics(build)
+    sel = metrics.selection
+    assert sel["example_id"] == "TELER_L3_Step_By_Step" and sel["example_level"] == "L3"
+    assert sel["models"][A]["picks"] == 2 and sel["models"][A]["example_picks"] == 2
+    assert sel["models"][B]["picks"] == 1 and sel["models"][B]["levels"] == {"L0": 1, "L3": 1}
+    assert sel["models"]["all"]["example_picks"] == 3 and sel["models"]["all"]["rules"]["fallback-first"] == 1
+    assert len(metrics.notes) == 1 and "3 of 3 self-selections picked TELER_L3_Step_By_Step" in metrics.notes[0]
+    write_jsonl(build / "selected.jsonl", [picked("F1", A, "L0", "exact"), picked("T2", A, "L3", "exact")])
+    assert construction_metrics(build).notes == []  # half is not most

@@ -380,3 +380,17 @@ def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared
     agg = task.aggregate(list(samples.values()), records)
     assert agg.extra["judge_found_over_total"] == ["F1"]
     assert any("above 1" in n and "F1" in n for n in agg.notes)
+
+
+@pytest.mark.parametrize("choice,warned", [("L3_Step_By_Step", True), ("TELER_L2_Strict_Focus", False)])
+def test_self_selections_that_copy_the_prompts_example_are_flagged(shared_data, choice, warned):
+    task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1,L2,L3")
+    records = []
+    for sid in ("F1", "T1", "FT1"):
+        fake, _, _ = models(choice=choice)
+        prediction = asyncio.run(task.solve(samples[sid], fake))
+        records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
+                                    metadata=samples[sid].metadata))
+    agg = task.aggregate(list(samples.values()), records)
+    assert agg.extra["selection_example"] == {"prompt_id": "L3_Step_By_Step", "picked": 3 if warned else 0, "of": 3}
+    assert any("the id the selection prompt gives as its example" in n for n in agg.notes) is warned

@@ -25,6 +25,7 @@ Self-selection (both pipelines generate every level, then the model picks its be
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -243,6 +244,22 @@ IDEAL_SELECTION_TEMPERATURE = 0.1
 
 def prompt_ids(mode: str) -> Mapping[str, str]:
     return IDEAL_PROMPT_IDS if mode == "ideal" else RETRIEVAL_PROMPT_IDS
+
+
+def selection_example(mode: str) -> tuple[str, str]:
+    """(prompt id, level) the mode's self-selection prompt names as its example ('e.g., "..."'): in both
+    sets it is a real candidate, L3's, so a model that copies the example picks L3 whatever the answers say."""
+    template = IDEAL_SELECTION_PROMPT if mode == "ideal" else RETRIEVAL_SELECTION_PROMPT
+    found = re.search(r'\(e\.g\., "([^"]+)"\)', template)
+    assert found, "the release's selection prompt names an example id"
+    example = found.group(1)
+    return example, next(level for level, pid in prompt_ids(mode).items() if pid == example)
+
+
+def example_copy_note(copies: int, of: int, example_id: str, level: str) -> str:
+    return (f"{copies} of {of} self-selections picked {example_id}, the id the selection prompt gives as its "
+            f"example: a model copying the example picks {level} whatever the answers say, so the pick (and "
+            "anything measured on it) says little about the model's judgement")
 
 
 def render(mode: str, level: str, question: str, *, context: str = "", trading_context: str = "",

@@ -59,8 +59,8 @@ from ...data.errors import DataError
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
 from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages
-from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate, parse_selection,
-                      prompt_ids, render, selection_prompt)
+from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate, example_copy_note,
+                      parse_selection, prompt_ids, render, selection_example, selection_prompt)
 from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
 
 MODES: tuple[str, ...] = ("norag", "rag", "ideal")
@@ -379,6 +379,12 @@ class FinTradeBenchTask(Task):
         if selection.get("fallback-first"):
             notes.append(f"{selection['fallback-first']} self-selection reply(ies) named no prompt id; the first "
                          "candidate was taken (the release's rule)")
+        example_id, example_level = selection_example(self.settings.mode)
+        selected = [r for r in scored if ((r.prediction or {}).get("selection") or {}).get("rule")
+                    not in (None, "single-level", "fallback-first")]
+        copies = sum(1 for r in selected if (r.prediction or {}).get("level") == example_level)
+        if selected and copies * 2 > len(selected):
+            notes.append(example_copy_note(copies, len(selected), example_id, example_level))
         if no_data:
             notes.append(f"{no_data} sample(s) name a ticker without data in the corpus (context says so)")
         if fallback:
@@ -388,6 +394,7 @@ class FinTradeBenchTask(Task):
             notes.append(f"{len(self._summary.unresolved)} question(s) with no resolvable company or universe: "
                          + ", ".join(self._summary.unresolved))
         extra = {"options": asdict(self.settings), "selection_rules": dict(selection),
+                 "selection_example": {"prompt_id": example_id, "picked": copies, "of": len(selected)},
                  "judge_attempts": {str(k): v for k, v in sorted(attempts.items())},
                  "judge_missing_fields": dict(missing), "unparseable": unparseable,
                  "judge_example_scores": {"verdicts": echoes, "of": len(parsed), "scores": example},

@@ -119,4 +119,6 @@ def register(app: typer.Typer) -> None:
                      left=2)
         for name, why in result.missing.items():
             typer.echo(f"note: {name}: {why}")
+        for note in result.notes:
+            typer.echo(f"note: {note}")
         typer.echo(f"wrote {out / METRICS_FILE}")

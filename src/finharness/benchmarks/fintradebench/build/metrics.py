@@ -32,6 +32,9 @@ level), s_{q,m} the one model m selected for q (audit.jsonl stage "after"), acc(
 - Eq. 9, prompt sensitivity (as we read the issue): S_m = Var_ℓ(F1_{m,ℓ}), the population variance (ddof 0)
   over the prompt levels ℓ of model m of F1_{m,ℓ}, the mean F1_a of its candidates at level ℓ; S = mean_m S_m.
   Needs 2 levels. F1 lies in [0, 1], so S ≤ 1/4.
+- Self-selection (ours, beside Eq. 8): per model, the levels it picked and by which reading rule, and how many
+  picks are the selection prompt's own example id (L3's: prompts.selection_example). A model that copies the
+  example picks L3 whatever its answers say; when that is most picks, a note says SCR measures the example.
 - Eq. 10, composite (as we read the issue): C = Σ_k w_k t_k / Σ_k w_k over the terms available, each in
   [0, 1]: accuracy = NA_after; extraction = F1_macro; judge = 1 − MAE_macro / 4 (4 = the width of the 1-5
   scale); self_critique = SCR clipped to [0, 1]; stability = 1 − 4 S (S / (1/4) = sensitivity normalised by its
@@ -54,6 +57,7 @@ from ....data.errors import DataError
 from ....data.io import iter_jsonl
 from ....stats import Estimate, mean_ci, weighted_mean_ci
 from ..indicators import canonical, f1_proper
+from ..prompts import example_copy_note, selection_example
 from .calibration import ALL, OVERALL, SCALE, Calibration, checked_field, calibrate_build
 
 STAGES: tuple[str, ...] = ("before", "after")
@@ -182,6 +186,27 @@ def _by_model(values: Iterable[tuple[str, float]]) -> ByModel:
 def numerical_accuracy(audit: Sequence[AuditRecord]) -> dict[str, ByModel]:
     """Eq. 1: the share of accurate answers, per stage ('before', 'after'), pooled and per model."""
     return {stage: _by_model((r.model, float(r.accurate)) for r in audit if r.stage == stage) for stage in STAGES}
+
+
+def self_selection(out: str | Path) -> dict[str, Any]:
+    """Per model (and 'all'): picks by level and by rule, and picks of the example id (module docstring)."""
+    path = Path(out) / "selected.jsonl"
+    example_id, example_level = selection_example("ideal")
+    by_model: dict[str, dict[str, Any]] = {}
+    for line, row in iter_jsonl(path):
+        model = checked_field(row, "model", str, path, line)
+        level, rule = checked_field(row, "level", str, path, line), checked_field(row, "rule", str, path, line)
+        for key in (model, ALL):
+            entry = by_model.setdefault(key, {"picks": 0, "levels": defaultdict(int), "rules": defaultdict(int),
+                                              "example_picks": 0})
+            entry["levels"][level] += 1
+            entry["rules"][rule] += 1
+            if rule not in ("single-candidate", "fallback-first"):  # a pick the model made by naming an id
+                entry["picks"] += 1
+                entry["example_picks"] += level == example_level
+    return {"example_id": example_id, "example_level": example_level,
+            "models": {m: {**e, "levels": dict(sorted(e["levels"].items())), "rules": dict(sorted(e["rules"].items()))}
+                       for m, e in sorted(by_model.items())}}
 
 
 def audit_counts(audit: Sequence[AuditRecord]) -> dict[str, dict[str, Any]]:
@@ -433,6 +458,10 @@ class ConstructionMetrics:
     """Eq. 10."""
     missing: Mapping[str, str]
     """Metric group -> why it could not be computed."""
+    selection: Mapping[str, Any] | None = None
+    """self_selection(): picks by level and rule, example-id picks; None without selected.jsonl."""
+    notes: Sequence[str] = ()
+    """What a reader must know to read the figures (e.g. picks that copy the prompt's example)."""
 
     def to_json(self) -> dict[str, Any]:
         num = finite_or_none
@@ -454,7 +483,9 @@ class ConstructionMetrics:
                                    "macro": num(self.macro_sensitivity, 6) if self.macro_sensitivity is not None
                                    else None},
             "composite": self.composite.to_json(),
+            "self_selection": self.selection,
             "missing": dict(self.missing),
+            "notes": list(self.notes),
         }
 
 
@@ -500,8 +531,15 @@ def construction_metrics(out: str | Path, *, human_csv: str | Path | None = None
     terms = composite_terms(accuracy["after"].all if accuracy else None, macro_f1, macro_mae, scr, macro_s)
     if scr is not None and scr.null:
         missing["self_critique"] = scr.null
+    selection, notes = None, []
+    if (out / "selected.jsonl").is_file():
+        selection = self_selection(out)
+        pooled = selection["models"].get(ALL)
+        if pooled and pooled["example_picks"] * 2 > pooled["picks"]:
+            notes.append(example_copy_note(pooled["example_picks"], pooled["picks"], selection["example_id"],
+                                           selection["example_level"]))
     return ConstructionMetrics(str(out), accuracy, counts, per_model, macro_f1, judge_mae, macro_mae, scr, scr_models,
-                               sensitivity, macro_s, composite(terms, weights), missing)
+                               sensitivity, macro_s, composite(terms, weights), missing, selection, notes)
 
 
 def table_rows(metrics: ConstructionMetrics) -> Iterable[tuple[str, str, str, str, str]]:
@@ -537,5 +575,9 @@ def table_rows(metrics: ConstructionMetrics) -> Iterable[tuple[str, str, str, st
                f"{s.levels} level{'s' if s.levels != 1 else ''}")
     if metrics.sensitivity:
         yield ("Eq.9 prompt sensitivity", ALL, show(metrics.macro_sensitivity, 5), "", "")
+    if metrics.selection:
+        for m, sel in metrics.selection["models"].items():
+            share = mean_ci([1.0] * sel["example_picks"] + [0.0] * (sel["picks"] - sel["example_picks"]))
+            yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m, share)
     c = metrics.composite
     yield ("Eq.10 composite", ALL, show(c.value), "", "dropped: " + (", ".join(c.dropped) or "none"))
