@@ -230,3 +230,17 @@ def test_self_selection_counts_picks_of_the_prompts_example_and_says_so(build):
     assert len(metrics.notes) == 1 and "3 of 3 self-selections picked TELER_L3_Step_By_Step" in metrics.notes[0]
     write_jsonl(build / "selected.jsonl", [picked("F1", A, "L0", "exact"), picked("T2", A, "L3", "exact")])
     assert construction_metrics(build).notes == []  # half is not most
+
+
+def test_self_selection_counts_first_shown_picks_and_leaves_neutral_picks_out_of_the_example(build):
+    def picked(qid, model, level, shown, style):
+        return {"question_id": qid, "model": model, "candidate_index": 0, "level": level, "text": "...",
+                "rule": "exact", "reply": "Candidate 1", "style": style, "shown": shown}
+    write_jsonl(build / "selected.jsonl", [picked("F1", A, "L3", ["L3", "L0"], "neutral"),
+                                           picked("T2", A, "L3", ["L0", "L3"], "neutral"),
+                                           picked("F1", B, "L0", ["L0", "L3"], "official")])
+    metrics = construction_metrics(build)
+    a, pooled = metrics.selection["models"][A], metrics.selection["models"]["all"]
+    assert (a["picks"], a["official_picks"], a["example_picks"], a["first_shown_picks"]) == (2, 0, 0, 1)
+    assert pooled["styles"] == {"neutral": 2, "official": 1} and pooled["first_shown_picks"] == 2
+    assert metrics.notes == []  # two L3 picks, but neither was made under the official prompt's example

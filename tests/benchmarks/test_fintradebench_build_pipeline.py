@@ -11,7 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from finharness.benchmarks.fintradebench.build.candidates import (DEFAULT_BUILD_LEVELS, CandidateAnswer,
-                                                                  parse_levels, render_level, self_select)
+                                                                  neutral_order, parse_label, parse_levels,
+                                                                  render_level, self_select)
+from finharness.core.types import GenerateResponse
 from finharness.benchmarks.fintradebench.build.pipeline import BuildQuestion, read_questions_file, select_questions
 from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
 from finharness.cli import app
@@ -163,6 +165,53 @@ def test_self_select_refuses_foreign_candidates():
         asyncio.run(self_select(Handle(), "question?", [mine, foreign]))
 
 
+class Picker:
+    """A selection handle: answers `reply`, records the prompt."""
+
+    spec = "model-a"
+
+    def __init__(self, reply: str):
+        self.reply, self.prompts = reply, []
+
+    async def chat(self, messages, params=None, sample_index=0):
+        self.prompts.append(messages[-1].content)
+        return GenerateResponse(self.reply, "stop")
+
+
+def own_candidates(qid: str = "F1") -> list[CandidateAnswer]:
+    return [CandidateAnswer(qid, "model-a", level, i, f"answer at {level}", ())
+            for i, level in enumerate(("L0", "L3", "L5", "L6"))]
+
+
+def test_neutral_selection_shows_shuffled_labels_and_no_example():
+    candidates = own_candidates()
+    order = neutral_order(candidates, seed=0)
+    assert sorted(order) == [0, 1, 2, 3] and order == neutral_order(candidates, seed=0)
+    assert any(neutral_order(own_candidates(q), seed=s) != [0, 1, 2, 3] for q in ("F1", "T2") for s in (0, 1))
+    picker = Picker("Candidate 2")
+    chosen = asyncio.run(self_select(picker, "question?", candidates, seed=0, style="neutral"))
+    prompt = picker.prompts[0]
+    assert "e.g." not in prompt and "TELER_" not in prompt and "L3_Step_By_Step" not in prompt
+    assert "one of: Candidate 1, Candidate 2, Candidate 3, Candidate 4." in prompt
+    shown = [candidates[i].level for i in order]
+    assert prompt.index(f"answer at {shown[0]}") < prompt.index(f"answer at {shown[1]}")
+    assert (chosen.level, chosen.rule, chosen.style, chosen.shown) == (shown[1], "exact", "neutral", tuple(shown))
+    official = asyncio.run(self_select(Picker("TELER_L3_Step_By_Step"), "question?", candidates))
+    assert (official.level, official.style, official.shown) == ("L3", "official", ("L0", "L3", "L5", "L6"))
+    with pytest.raises(ValueError, match="unknown selection style"):
+        asyncio.run(self_select(Picker("1"), "question?", candidates, style="blind"))
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Candidate 3", (2, "exact")), ("**3**", (2, "exact")), ("candidate #1.", (0, "exact")),
+    ("I choose Candidate 4 because it is complete", (3, "contains")),
+    ("Candidate 1 is weaker than Candidate 2", (1, "last-mentioned")),
+    ("Candidate 9", (None, "fallback-first")), ("TELER_L3_Step_By_Step", (None, "fallback-first")),
+])
+def test_neutral_replies_are_read_by_label(reply, expected):
+    assert parse_label(reply, 4) == expected
+
+
 def test_levels_and_l0(shared_data):
     assert parse_levels(None) == ("L0", "L2", "L3", "L4", "L5", "L6")
     assert parse_levels("l0,L1") == ("L0", "L1")
@@ -191,3 +240,10 @@ def test_bad_build_files_name_the_file_and_line(tmp_path):
         read_questions_file(tmp_path)
     result = CliRunner().invoke(app, ["fintradebench", "build", "audit", "--out", str(tmp_path / "empty"), "-q"])
     assert result.exit_code == 2 and "questions.jsonl" in result.output
+
+
+def test_an_unknown_selection_style_is_refused_before_any_work(tmp_path):
+    result = CliRunner().invoke(app, ["fintradebench", "build", "candidates", "--models", "fake", "--selection",
+                                      "blind", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--selection" in result.output and "neutral" in result.output
+    assert not (tmp_path / "out").exists()

@@ -117,6 +117,18 @@ def _load_questions(data_dir: Optional[Path], question_file: Optional[Path], per
     return select_questions(questions, per_category, total)
 
 
+_SELECTION_HELP = ("Self-selection prompt: 'official' (the release's: prompt ids, L3's given as the example) or "
+                   "'neutral' (ours: shuffled 'Candidate N' labels, all listed, no example).")
+
+
+def _selection(style: str) -> str:
+    from .candidates import SELECTION_STYLES
+
+    if style not in SELECTION_STYLES:
+        fail(f"--selection: {style!r} is not one of {', '.join(SELECTION_STYLES)}")
+    return style
+
+
 def _levels(levels: Optional[str]) -> tuple[str, ...]:
     from .candidates import parse_levels
 
@@ -136,6 +148,7 @@ def candidates_command(
     levels: Optional[str] = typer.Option(None, help="Comma list of L0..L6 (default L0,L2,L3,L4,L5,L6; L0 = the data "
                                                     "contexts and the question, no instruction)."),
     max_tokens: int = typer.Option(1024, help="Answer budget per candidate."),
+    selection: str = typer.Option("official", help=_SELECTION_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
     out: Path = typer.Option(DEFAULT_OUT, help=_OUT_HELP),
     store: Optional[Path] = typer.Option(None, help=_STORE_HELP),
@@ -149,13 +162,13 @@ def candidates_command(
     Writes OUT/questions.jsonl, OUT/candidates.jsonl, OUT/selected.jsonl."""
     from .pipeline import build_questions, candidates_phase
 
-    chosen_levels = _levels(levels)
+    chosen_levels, style = _levels(levels), _selection(selection)
     specs = _specs(models, "--models")
     selected = _load_questions(data_dir, question_file, per_category, questions)
     backends = _backends(specs)
     session = _session(out, store, data_dir, seed, concurrency, quiet)
     summary = _run(session, lambda: candidates_phase(session, build_questions(selected, session.market), backends,
-                                                     chosen_levels, max_tokens))
+                                                     chosen_levels, max_tokens, style))
     _report("candidates", summary, as_json)
     if summary["failed_units"]:
         raise typer.Exit(1)
@@ -265,6 +278,7 @@ def run_command(
     question_file: Optional[Path] = typer.Option(None, "--question-file", help="Seed questions (default: the 150)."),
     levels: Optional[str] = typer.Option(None, help="Comma list of L0..L6 (default L0,L2,L3,L4,L5,L6)."),
     max_tokens: int = typer.Option(1024, help="Answer budget per candidate."),
+    selection: str = typer.Option("official", help=_SELECTION_HELP),
     auditor: Optional[str] = typer.Option(None, help="Model spec of an LLM auditor for unmapped claims."),
     all_candidates: bool = typer.Option(False, "--all-candidates", help="Judge every candidate too."),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
@@ -285,7 +299,7 @@ def run_command(
     from .pipeline import audit_phase, build_questions, candidates_phase, judge_phase, update_summary
     from .scale import SCALED_FILE
 
-    chosen_levels = _levels(levels)
+    chosen_levels, style = _levels(levels), _selection(selection)
     specs = _specs(models, "--models")
     seeds = _load_questions(data_dir, question_file, per_category, questions)
     candidate_backends, judge_backends = _backends(specs), _backends(_specs(judge, "--judge")[:1])
@@ -308,7 +322,7 @@ def run_command(
 
     async def phases() -> dict[str, Any]:
         return {"candidates": await candidates_phase(session, all_questions, candidate_backends, chosen_levels,
-                                                     max_tokens),
+                                                     max_tokens, style),
                 "audit": await audit_phase(session, auditor_backends),
                 "judge": await judge_phase(session, judge_backends, all_candidates)}
 

@@ -32,9 +32,11 @@ level), s_{q,m} the one model m selected for q (audit.jsonl stage "after"), acc(
 - Eq. 9, prompt sensitivity (as we read the issue): S_m = Var_ℓ(F1_{m,ℓ}), the population variance (ddof 0)
   over the prompt levels ℓ of model m of F1_{m,ℓ}, the mean F1_a of its candidates at level ℓ; S = mean_m S_m.
   Needs 2 levels. F1 lies in [0, 1], so S ≤ 1/4.
-- Self-selection (ours, beside Eq. 8): per model, the levels it picked and by which reading rule, and how many
-  picks are the selection prompt's own example id (L3's: prompts.selection_example). A model that copies the
-  example picks L3 whatever its answers say; when that is most picks, a note says SCR measures the example.
+- Self-selection (ours, beside Eq. 8): per model, the levels it picked and by which reading rule, how many
+  picks are the official selection prompt's own example id (L3's: prompts.selection_example; counted over
+  official-style picks only) and how many are the candidate shown first (position bias; the neutral style
+  shuffles the order). A model that copies the example picks L3 whatever its answers say; when that is most
+  official picks, a note says SCR measures the example.
 - Eq. 10, composite (as we read the issue): C = Σ_k w_k t_k / Σ_k w_k over the terms available, each in
   [0, 1]: accuracy = NA_after; extraction = F1_macro; judge = 1 − MAE_macro / 4 (4 = the width of the 1-5
   scale); self_critique = SCR clipped to [0, 1]; stability = 1 − 4 S (S / (1/4) = sensitivity normalised by its
@@ -196,16 +198,23 @@ def self_selection(out: str | Path) -> dict[str, Any]:
     for line, row in iter_jsonl(path):
         model = checked_field(row, "model", str, path, line)
         level, rule = checked_field(row, "level", str, path, line), checked_field(row, "rule", str, path, line)
+        style = row.get("style", "official")  # builds before the neutral style have no 'style'
+        shown = row.get("shown") or []
         for key in (model, ALL):
             entry = by_model.setdefault(key, {"picks": 0, "levels": defaultdict(int), "rules": defaultdict(int),
-                                              "example_picks": 0})
+                                              "styles": defaultdict(int), "official_picks": 0, "example_picks": 0,
+                                              "first_shown_picks": 0})
             entry["levels"][level] += 1
             entry["rules"][rule] += 1
-            if rule not in ("single-candidate", "fallback-first"):  # a pick the model made by naming an id
+            entry["styles"][style] += 1
+            if rule not in ("single-candidate", "fallback-first"):  # a pick the model made by naming one
                 entry["picks"] += 1
-                entry["example_picks"] += level == example_level
+                entry["first_shown_picks"] += bool(shown) and shown[0] == level
+                if style == "official":
+                    entry["official_picks"] += 1
+                    entry["example_picks"] += level == example_level
     return {"example_id": example_id, "example_level": example_level,
-            "models": {m: {**e, "levels": dict(sorted(e["levels"].items())), "rules": dict(sorted(e["rules"].items()))}
+            "models": {m: {**e, **{k: dict(sorted(e[k].items())) for k in ("levels", "rules", "styles")}}
                        for m, e in sorted(by_model.items())}}
 
 
@@ -535,9 +544,9 @@ def construction_metrics(out: str | Path, *, human_csv: str | Path | None = None
     if (out / "selected.jsonl").is_file():
         selection = self_selection(out)
         pooled = selection["models"].get(ALL)
-        if pooled and pooled["example_picks"] * 2 > pooled["picks"]:
-            notes.append(example_copy_note(pooled["example_picks"], pooled["picks"], selection["example_id"],
-                                           selection["example_level"]))
+        if pooled and pooled["example_picks"] * 2 > pooled["official_picks"]:
+            notes.append(example_copy_note(pooled["example_picks"], pooled["official_picks"],
+                                           selection["example_id"], selection["example_level"]))
     return ConstructionMetrics(str(out), accuracy, counts, per_model, macro_f1, judge_mae, macro_mae, scr, scr_models,
                                sensitivity, macro_s, composite(terms, weights), missing, selection, notes)
 
@@ -577,7 +586,11 @@ def table_rows(metrics: ConstructionMetrics) -> Iterable[tuple[str, str, str, st
         yield ("Eq.9 prompt sensitivity", ALL, show(metrics.macro_sensitivity, 5), "", "")
     if metrics.selection:
         for m, sel in metrics.selection["models"].items():
-            share = mean_ci([1.0] * sel["example_picks"] + [0.0] * (sel["picks"] - sel["example_picks"]))
-            yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m, share)
+            if sel["official_picks"]:
+                share = mean_ci([1.0] * sel["example_picks"] + [0.0] * (sel["official_picks"] - sel["example_picks"]))
+                yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m, share)
+            if sel["picks"]:
+                first = mean_ci([1.0] * sel["first_shown_picks"] + [0.0] * (sel["picks"] - sel["first_shown_picks"]))
+                yield row("self-selection picks of the first shown", m, first)
     c = metrics.composite
     yield ("Eq.10 composite", ALL, show(c.value), "", "dropped: " + (", ".join(c.dropped) or "none"))

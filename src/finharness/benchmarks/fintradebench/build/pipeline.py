@@ -246,7 +246,8 @@ def phase_summary(counters: RunCounters, started: float, failures: Sequence[str]
 # --- phase 1: candidates and self-selection --------------------------------------------------------------
 
 async def candidates_phase(session: BuildSession, questions: Sequence[BuildQuestion], models: Mapping[str, Backend],
-                           levels: Sequence[str], max_tokens: int = 1024) -> dict[str, Any]:
+                           levels: Sequence[str], max_tokens: int = 1024, selection: str = "official"
+                           ) -> dict[str, Any]:
     """questions.jsonl, candidates.jsonl and selected.jsonl for every question and model."""
     started = time.perf_counter()
     write_jsonl(session.out / QUESTIONS_FILE, (q.to_json() for q in questions))
@@ -260,14 +261,14 @@ async def candidates_phase(session: BuildSession, questions: Sequence[BuildQuest
         trading, fundamental = await session.context(question)
         made = await generate_candidates(handles[spec], question.question_id, question.question, trading, fundamental,
                                          levels, params)
-        return made, await self_select(handles[spec], question.question, made, seed=session.seed)
+        return made, await self_select(handles[spec], question.question, made, seed=session.seed, style=selection)
 
     results, failures = await session.run_units("candidates", units, work, counters)
     done = [results[i] for i in sorted(results)]
     write_jsonl(session.out / CANDIDATES_FILE, (c.to_json() for made, _ in done for c in made))
     write_jsonl(session.out / SELECTED_FILE, (chosen.to_json() for _, chosen in done))
     summary = phase_summary(counters, started, failures, questions=len(questions), models=list(handles),
-                            levels=list(levels), candidates=sum(len(m) for m, _ in done))
+                            levels=list(levels), selection=selection, candidates=sum(len(m) for m, _ in done))
     update_summary(session.out, "candidates", summary)
     return summary
 
