@@ -224,6 +224,7 @@ def test_self_selection_counts_picks_of_the_prompts_example_and_says_so(build):
     metrics = construction_metrics(build)
     sel = metrics.selection
     assert sel["example_id"] == "TELER_L3_Step_By_Step" and sel["example_level"] == "L3"
+    assert sel["models"]["all"]["ordered_picks"] == 0  # no 'shown' recorded: no first-shown share claimed
     assert sel["models"][A]["picks"] == 2 and sel["models"][A]["example_picks"] == 2
     assert sel["models"][B]["picks"] == 1 and sel["models"][B]["levels"] == {"L0": 1, "L3": 1}
     assert sel["models"]["all"]["example_picks"] == 3 and sel["models"]["all"]["rules"]["fallback-first"] == 1
@@ -242,5 +243,6 @@ def test_self_selection_counts_first_shown_picks_and_leaves_neutral_picks_out_of
     metrics = construction_metrics(build)
     a, pooled = metrics.selection["models"][A], metrics.selection["models"]["all"]
     assert (a["picks"], a["official_picks"], a["example_picks"], a["first_shown_picks"]) == (2, 0, 0, 1)
+    assert a["ordered_picks"] == 2
     assert pooled["styles"] == {"neutral": 2, "official": 1} and pooled["first_shown_picks"] == 2
     assert metrics.notes == []  # two L3 picks, but neither was made under the official prompt's example

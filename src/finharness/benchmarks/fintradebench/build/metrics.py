@@ -34,8 +34,8 @@ level), s_{q,m} the one model m selected for q (audit.jsonl stage "after"), acc(
   Needs 2 levels. F1 lies in [0, 1], so S ≤ 1/4.
 - Self-selection (ours, beside Eq. 8): per model, the levels it picked and by which reading rule, how many
   picks are the official selection prompt's own example id (L3's: prompts.selection_example; counted over
-  official-style picks only) and how many are the candidate shown first (position bias; the neutral style
-  shuffles the order). A model that copies the example picks L3 whatever its answers say; when that is most
+  official-style picks only) and how many are the candidate shown first, over the picks whose shown order is
+  recorded (position bias; the neutral style shuffles the order). A model that copies the example picks L3 whatever its answers say; when that is most
   official picks, a note says SCR measures the example.
 - Eq. 10, composite (as we read the issue): C = Σ_k w_k t_k / Σ_k w_k over the terms available, each in
   [0, 1]: accuracy = NA_after; extraction = F1_macro; judge = 1 − MAE_macro / 4 (4 = the width of the 1-5
@@ -203,13 +203,15 @@ def self_selection(out: str | Path) -> dict[str, Any]:
         for key in (model, ALL):
             entry = by_model.setdefault(key, {"picks": 0, "levels": defaultdict(int), "rules": defaultdict(int),
                                               "styles": defaultdict(int), "official_picks": 0, "example_picks": 0,
-                                              "first_shown_picks": 0})
+                                              "ordered_picks": 0, "first_shown_picks": 0})
             entry["levels"][level] += 1
             entry["rules"][rule] += 1
             entry["styles"][style] += 1
             if rule not in ("single-candidate", "fallback-first"):  # a pick the model made by naming one
                 entry["picks"] += 1
-                entry["first_shown_picks"] += bool(shown) and shown[0] == level
+                if shown:  # selected.jsonl of builds before the order was recorded has none
+                    entry["ordered_picks"] += 1
+                    entry["first_shown_picks"] += shown[0] == level
                 if style == "official":
                     entry["official_picks"] += 1
                     entry["example_picks"] += level == example_level
@@ -589,8 +591,9 @@ def table_rows(metrics: ConstructionMetrics) -> Iterable[tuple[str, str, str, st
             if sel["official_picks"]:
                 share = mean_ci([1.0] * sel["example_picks"] + [0.0] * (sel["official_picks"] - sel["example_picks"]))
                 yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m, share)
-            if sel["picks"]:
-                first = mean_ci([1.0] * sel["first_shown_picks"] + [0.0] * (sel["picks"] - sel["first_shown_picks"]))
+            if sel["ordered_picks"]:
+                first = mean_ci([1.0] * sel["first_shown_picks"]
+                                + [0.0] * (sel["ordered_picks"] - sel["first_shown_picks"]))
                 yield row("self-selection picks of the first shown", m, first)
     c = metrics.composite
     yield ("Eq.10 composite", ALL, show(c.value), "", "dropped: " + (", ".join(c.dropped) or "none"))
