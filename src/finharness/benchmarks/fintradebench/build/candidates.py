@@ -36,8 +36,7 @@ from typing import Any, Mapping, Sequence
 from ....core.types import GenerateParams, Message
 from ..indicators import named_indicators
 from ..prompts import (IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_PROMPT, IDEAL_SELECTION_TEMPERATURE, LEVELS,
-                       Candidate,
-                       parse_selection, render, selection_prompt)
+                       Candidate, parse_selection, render, selection_example, selection_prompt)
 from ..task import SELECTION_MAX_TOKENS
 
 L0 = "L0"
@@ -61,15 +60,14 @@ BUILD_PROMPT_IDS: Mapping[str, str] = {L0: L0_PROMPT_ID, **{lvl: IDEAL_PROMPT_ID
 SELECTION_STYLES: tuple[str, ...] = ("official", "neutral")
 """Self-selection prompt styles (module docstring)."""
 
-_OFFICIAL_INSTRUCTION = 'Respond with *only* the Prompt ID of the answer you choose (e.g., "TELER_L3_Step_By_Step").'
-_OFFICIAL_CUE = "Your Choice (Prompt ID only):"
-
-
 def _neutral_prompt() -> str:
-    assert _OFFICIAL_INSTRUCTION in IDEAL_SELECTION_PROMPT and _OFFICIAL_CUE in IDEAL_SELECTION_PROMPT
+    instruction = ("Respond with *only* the Prompt ID of the answer you choose "
+                   f'(e.g., "{selection_example("ideal")[0]}").')
+    cue = "Your Choice (Prompt ID only):"
+    assert instruction in IDEAL_SELECTION_PROMPT and cue in IDEAL_SELECTION_PROMPT
     return (IDEAL_SELECTION_PROMPT
-            .replace(_OFFICIAL_INSTRUCTION, "Respond with *only* the label of the answer you choose, one of: {labels}.")
-            .replace(_OFFICIAL_CUE, "Your Choice (label only):"))
+            .replace(instruction, "Respond with *only* the label of the answer you choose, one of: {labels}.")
+            .replace(cue, "Your Choice (label only):"))
 
 
 NEUTRAL_SELECTION_PROMPT = _neutral_prompt()

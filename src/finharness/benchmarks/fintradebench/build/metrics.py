@@ -35,8 +35,8 @@ level), s_{q,m} the one model m selected for q (audit.jsonl stage "after"), acc(
 - Self-selection (ours, beside Eq. 8): per model, the levels it picked and by which reading rule, how many
   picks are the official selection prompt's own example id (L3's: prompts.selection_example; counted over
   official-style picks only) and how many are the candidate shown first, over the picks whose shown order is
-  recorded (position bias; the neutral style shuffles the order). A model that copies the example picks L3 whatever its answers say; when that is most
-  official picks, a note says SCR measures the example.
+  recorded (position bias; the neutral style shuffles the order). A model that copies the example picks L3
+  whatever its answers say; when that is most official picks, a note says SCR measures the example.
 - Eq. 10, composite (as we read the issue): C = Σ_k w_k t_k / Σ_k w_k over the terms available, each in
   [0, 1]: accuracy = NA_after; extraction = F1_macro; judge = 1 − MAE_macro / 4 (4 = the width of the 1-5
   scale); self_critique = SCR clipped to [0, 1]; stability = 1 − 4 S (S / (1/4) = sensitivity normalised by its
