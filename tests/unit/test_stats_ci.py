@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from finharness.stats import mean_ci, paired_test, weighted_mean_ci, wilson_ci
+from finharness.stats import mean_ci, paired_test, proportion_ci, weighted_mean_ci, wilson_ci
 
 
 def test_wilson_matches_scipy_binomtest():
@@ -95,3 +95,9 @@ def test_macro_mean_of_all_wrong_parts_keeps_a_real_interval():
     parts = [(0.5, mean_ci([0] * 10)), (0.5, mean_ci([0] * 11))]
     w = weighted_mean_ci(parts)
     assert w.value == 0.0 and w.ci95[0] == 0.0 and 0.05 < w.ci95[1] < 0.3
+
+
+def test_proportion_ci_is_the_binary_mean_of_hits():
+    e = proportion_ci(3, 10)
+    assert e.value == pytest.approx(0.3) and e.n == 10 and e.ci95 == pytest.approx(wilson_ci(3, 10))
+    assert proportion_ci(0, 0).n == 0

@@ -77,8 +77,9 @@ class LlamaCppOptions:
     prompt that extends any saved state (a dialogue's next turn after another role or dialogue
     ran in between) also evaluates only its new tokens. A state holds its KV entries and a copy
     of the n_batch x vocabulary logits buffer (about 300 MiB for Qwen at n_batch 512), so give
-    a few GiB (counted in full: see `counted_ram_cache`). Not part of the identity: like the built-in prefix reuse it changes which tokens
-    are evaluated, not the request -- but, as with that reuse, llama.cpp's CPU kernels round
+    a few GiB (counted in full: see `counted_ram_cache`). Not part of the identity: like the
+    built-in prefix reuse it changes which tokens are evaluated, not the request -- but, as with
+    that reuse, llama.cpp's CPU kernels round
     differently for different batch shapes, so a reply can differ from the one a cold context
     gives (bench/prompt_cache.py: 10 of 12 dialogue turns identical on the 0.5B)."""
 

@@ -176,10 +176,10 @@ class JudgeStats:
         replies that chose a side; tie over decided comparisons; flip (both orders) over pairs whose
         two orders were both decided."""
         from ..core.metrics import Metric
-        from ..stats import mean_ci
+        from ..stats import proportion_ci
 
         def rate(hits: int, n: int) -> dict[str, Any]:
-            return Metric.of(mean_ci([1.0] * hits + [0.0] * (n - hits))).to_json()
+            return Metric.of(proportion_ci(hits, n)).to_json()
 
         rates = {"no_verdict": rate(self.no_verdict, self.judgments),
                  "first_position_win": rate(self.first_wins, self.first_wins + self.second_wins),

@@ -30,7 +30,7 @@ from markupsafe import Markup
 
 from ..data.errors import DataError
 from ..data.io import read_json
-from ..stats import Estimate, mean_ci
+from ..stats import Estimate, proportion_ci
 from .leaderboard import Entry, rank_entries, rank_labels
 from .markup import fmt_ci, fmt_metric, fmt_num, note, subsection, table, figure
 from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
@@ -94,7 +94,7 @@ def win_counts(matches: Sequence[Any]) -> tuple[list[str], dict[tuple[str, str],
 
 
 def rate(hits: int, n: int) -> Estimate:
-    return mean_ci([1.0] * hits + [0.0] * (n - hits))
+    return proportion_ci(hits, n)
 
 
 def judge_behaviour(matches: Sequence[Any]) -> list[JudgeBehaviour]:

@@ -83,6 +83,11 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
     return Estimate(mean, (lo, hi), n, var_of_mean)
 
 
+def proportion_ci(hits: int, n: int, confidence: float = 0.95) -> Estimate:
+    """`hits` of `n` as a binary mean (Wilson interval; NaN with n 0)."""
+    return mean_ci([1.0] * hits + [0.0] * (n - hits), confidence)
+
+
 def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float = 0.95,
                      renormalise: bool = True) -> Estimate:
     """Σ w_i·mean_i over independent estimates, with var = Σ w_i²·var_i (normal interval).

@@ -57,7 +57,7 @@ import numpy as np
 from ...._numbers import MISSING, finite_or_none, format_number
 from ....data.errors import DataError
 from ....data.io import iter_jsonl
-from ....stats import Estimate, mean_ci, weighted_mean_ci
+from ....stats import Estimate, mean_ci, proportion_ci, weighted_mean_ci
 from ..indicators import canonical, f1_proper
 from ..prompts import example_copy_note, selection_example
 from .calibration import ALL, OVERALL, SCALE, Calibration, checked_field, calibrate_build
@@ -589,11 +589,10 @@ def table_rows(metrics: ConstructionMetrics) -> Iterable[tuple[str, str, str, st
     if metrics.selection:
         for m, sel in metrics.selection["models"].items():
             if sel["official_picks"]:
-                share = mean_ci([1.0] * sel["example_picks"] + [0.0] * (sel["official_picks"] - sel["example_picks"]))
-                yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m, share)
+                yield row(f"self-selection picks of the example ({metrics.selection['example_level']})", m,
+                          proportion_ci(sel["example_picks"], sel["official_picks"]))
             if sel["ordered_picks"]:
-                first = mean_ci([1.0] * sel["first_shown_picks"]
-                                + [0.0] * (sel["ordered_picks"] - sel["first_shown_picks"]))
-                yield row("self-selection picks of the first shown", m, first)
+                yield row("self-selection picks of the first shown", m,
+                          proportion_ci(sel["first_shown_picks"], sel["ordered_picks"]))
     c = metrics.composite
     yield ("Eq.10 composite", ALL, show(c.value), "", "dropped: " + (", ".join(c.dropped) or "none"))
