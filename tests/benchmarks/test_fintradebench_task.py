@@ -28,9 +28,9 @@ def verdict(correctness=4):
 class FakeHandle:
     """A ModelHandle stand-in: answers, picks a prompt id when asked to select, records prompts."""
 
-    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus", window_chars=None):
+    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus", window_chars=None, label="Candidate 2"):
         self.role, self.spec, self.capabilities = role, f"fake-{role}", None
-        self.replies, self.choice = list(replies or []), choice
+        self.replies, self.choice, self.label = list(replies or []), choice, label
         self.window_chars = window_chars
         """Prompts longer than this do not fit (None: cannot tell, as a backend without a tokenizer)."""
         self.prompts: list[str] = []
@@ -53,6 +53,8 @@ class FakeHandle:
             return GenerateResponse(self.replies.pop(0), "stop")
         if "Prompt ID only" in text:
             return GenerateResponse(self.choice, "stop")
+        if "label only" in text:
+            return GenerateResponse(self.label, "stop")
         return GenerateResponse(f"{ANSWER} [{len(self.prompts)}]", "stop")
 
 
@@ -78,6 +80,8 @@ def test_options_are_validated():
         FinTradeBenchTask(select="false", levels="L1,L2")
     with pytest.raises(ValueError, match="unknown option"):
         FinTradeBenchTask(nonsense=1)
+    with pytest.raises(ValueError, match="selection"):
+        FinTradeBenchTask(selection="random")
 
 
 def test_per_category_picks_first_n_in_natural_order(shared_data):
@@ -394,3 +398,37 @@ def test_self_selections_that_copy_the_prompts_example_are_flagged(shared_data, 
     agg = task.aggregate(list(samples.values()), records)
     assert agg.extra["selection_example"] == {"prompt_id": "L3_Step_By_Step", "picked": 3 if warned else 0, "of": 3}
     assert any("the id the selection prompt gives as its example" in n for n in agg.notes) is warned
+
+
+@pytest.mark.parametrize("mode,levels", [("norag", "L1,L2,L3,L4"), ("ideal", "L1,L2,L3,bare")])
+def test_neutral_selection_shows_shuffled_labels_and_reads_the_label(shared_data, mode, levels):
+    task, samples = load(shared_data, mode=mode, judge_context="none", levels=levels, selection="neutral")
+    shown = {}
+    for sid in ("F1", "T1", "FT1", "F2"):
+        fake, model, _ = models()
+        prediction = asyncio.run(task.solve(samples[sid], fake))
+        selection = prediction["selection"]
+        prompt = next(p for p in model.prompts if "label only" in p)
+        assert selection["style"] == "neutral" and selection["rule"] == "exact"
+        assert sorted(selection["shown"]) == sorted(levels.split(","))
+        assert prediction["level"] == selection["shown"][1]  # 'Candidate 2' is the second shown
+        assert "one of: Candidate 1, Candidate 2, Candidate 3, Candidate 4." in prompt
+        assert "e.g." not in prompt and "Step_By_Step" not in prompt and "Prompt ID" not in prompt
+        shown[sid] = selection["shown"]
+    again = asyncio.run(task.solve(samples["F1"], models()[0]))
+    assert again["selection"]["shown"] == shown["F1"]  # seeded: the same order on a rerun
+    assert len({tuple(v) for v in shown.values()}) > 1  # and no one order for every question
+
+
+def test_neutral_selections_are_not_counted_as_example_copies(shared_data):
+    task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1,L2,L3", selection="neutral")
+    records = []
+    for sid in ("F1", "T1", "FT1"):
+        fake, model, _ = models()
+        prediction = asyncio.run(task.solve(samples[sid], fake))
+        records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
+                                    metadata=samples[sid].metadata))
+    agg = task.aggregate(list(samples.values()), records)
+    assert agg.extra["selection_example"]["of"] == 0
+    assert "self-selection neutral" in agg.notes[0]
+    assert not any("gives as its example" in n for n in agg.notes)

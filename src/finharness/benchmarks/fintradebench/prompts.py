@@ -21,10 +21,16 @@ Self-selection (both pipelines generate every level, then the model picks its be
   '--- Candidate: {prompt_id} ---\\n{response}' joined by blank lines, sampled at temperature 0.1; the
   reply (with '*', quotes stripped) is an id exactly, else the one id it contains, else the id it
   starts with, else the id mentioned last; no id -> the first candidate ('fallback-first').
+
+Both instructions give one candidate's id, L3's, as the example, and small models answer with it whatever
+the candidates say. Style 'neutral' (ours) keeps each prompt but labels the candidates 'Candidate 1..N' in
+a seeded random order and lists every label instead of giving one as the example (`neutral_selection_prompt`,
+read by `parse_label`).
 """
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -260,6 +266,62 @@ def example_copy_note(copies: int, of: int, example_id: str, level: str) -> str:
     return (f"{copies} of {of} self-selections picked {example_id}, the id the selection prompt gives as its "
             f"example: a model copying the example picks {level} whatever the answers say, so the pick (and "
             "anything measured on it) says little about the model's judgement")
+
+
+SELECTION_STYLES: tuple[str, ...] = ("official", "neutral")
+"""Self-selection prompt styles: the release's, or ours without the example id (module docstring)."""
+
+_SELECTION_CUE = "Your Choice (Prompt ID only):"
+
+
+def _neutral_template(mode: str) -> str:
+    template = IDEAL_SELECTION_PROMPT if mode == "ideal" else RETRIEVAL_SELECTION_PROMPT
+    instruction = f'Respond with *only* the Prompt ID of the answer you choose (e.g., "{selection_example(mode)[0]}").'
+    assert instruction in template and _SELECTION_CUE in template
+    return (template.replace(instruction, "Respond with *only* the label of the answer you choose, one of: {labels}.")
+            .replace(_SELECTION_CUE, "Your Choice (label only):"))
+
+
+NEUTRAL_SELECTION_PROMPTS: Mapping[str, str] = {"ideal": _neutral_template("ideal"),
+                                                "retrieval": _neutral_template("rag")}
+"""The release's selection prompts with the instruction's example replaced by the list of labels (style
+'neutral'); keyed 'ideal' and 'retrieval' (modes rag and norag)."""
+
+
+def shuffled_order(count: int, key: str) -> list[int]:
+    """Candidate positions in the order the neutral prompt shows them, shuffled by a seed string (the caller's
+    seed, question and model, so a run is reproducible and no level keeps one position)."""
+    order = list(range(count))
+    random.Random(key).shuffle(order)
+    return order
+
+
+def neutral_selection_prompt(mode: str, question: str, answers: Sequence[str], order: Sequence[int]) -> str:
+    """The neutral selection prompt over `answers` shown in `order`, labelled 'Candidate 1..N'."""
+    labels = [f"Candidate {k + 1}" for k in range(len(order))]
+    separator = "\n\n" if mode == "ideal" else "\n"
+    text = separator.join(f"--- {label} ---\n{answers[i]}" for label, i in zip(labels, order))
+    template = NEUTRAL_SELECTION_PROMPTS["ideal" if mode == "ideal" else "retrieval"]
+    return template.format(question=question, candidate_answers_str=text, labels=", ".join(labels))
+
+
+_LABEL = re.compile(r"candidate\s*#?\s*(\d+)", re.IGNORECASE)
+
+
+def parse_label(reply: str, count: int) -> tuple[int | None, str]:
+    """(0-based label index, rule) of a neutral-style reply: 'exact' ('Candidate 2', '2'), 'contains' (one
+    label named in more text), 'last-mentioned' (several: the release's rule for several ids), else
+    (None, 'fallback-first')."""
+    text = (reply or "").replace("*", "").replace("'", "").replace('"', "").strip().rstrip(".")
+    bare = re.fullmatch(r"(?:candidate\s*#?\s*)?(\d+)", text, re.IGNORECASE)
+    if bare and 1 <= int(bare.group(1)) <= count:
+        return int(bare.group(1)) - 1, "exact"
+    named = [int(m.group(1)) for m in _LABEL.finditer(text) if 1 <= int(m.group(1)) <= count]
+    if len(set(named)) == 1:
+        return named[0] - 1, "contains"
+    if named:
+        return named[-1] - 1, "last-mentioned"
+    return None, "fallback-first"
 
 
 def render(mode: str, level: str, question: str, *, context: str = "", trading_context: str = "",

@@ -22,6 +22,9 @@ Options (`--mode`, `-o KEY=VALUE`):
                 norag L1-L4 (the release's evidence-free levels; L5/L6 need evidence and are refused).
   select        true (default): the model picks its best candidate (prompts.py); false: exactly one level
                 must be given and its answer is judged.
+  selection     'official' (default): the release's self-selection prompt (prompt ids, L3's given as the
+                example, which small models copy); 'neutral' (ours): 'Candidate N' labels in an order
+                shuffled per question and model, every label listed, none as an example (prompts.py).
   per_category  N: only the first N questions of each category in natural id order (F1, F2, ... F10), e.g.
                 10 -> 30 questions; default all.
   questions     a question CSV instead of the seed file (e.g. from `finharness fintradebench scale`).
@@ -59,8 +62,9 @@ from ...data.errors import DataError
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
 from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages
-from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, Candidate, example_copy_note,
-                      parse_selection, prompt_ids, render, selection_example, selection_prompt)
+from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate,
+                      example_copy_note, neutral_selection_prompt, parse_label, parse_selection, prompt_ids, render,
+                      selection_example, selection_prompt, shuffled_order)
 from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
 
 MODES: tuple[str, ...] = ("norag", "rag", "ideal")
@@ -88,6 +92,8 @@ class FinTradeOptions:
     """TELeR levels generated (empty = the mode's default)."""
     select: bool = True
     """Self-selection among the levels' answers."""
+    selection: str = "official"
+    """Self-selection prompt style: 'official' or 'neutral' (prompts.SELECTION_STYLES)."""
     per_category: int | None = None
     """First N questions per category (natural id order)."""
     questions: str | None = None
@@ -106,7 +112,7 @@ class FinTradeOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
         parsed = parse_task_options(cls, options, "fintradebench",
-                                    choices={"mode": MODES, "judge_context": ("ideal", "none"),
+                                    choices={"mode": MODES, "selection": SELECTION_STYLES, "judge_context": ("ideal", "none"),
                                              "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off")},
                                     at_least_one=("per_category", "max_tokens", "budget_tokens"))
         levels = parsed.levels or DEFAULT_LEVELS[parsed.mode]
@@ -258,6 +264,24 @@ class FinTradeBenchTask(Task):
         """Greedy, as the release (temperature 0)."""
         return GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0)
 
+    async def self_select(self, sample: Sample, model: Any, candidates: Sequence[Candidate]
+                          ) -> tuple[Candidate, dict[str, Any]]:
+        """The model's pick among its candidates, in the `selection` style; the record says how it was read
+        and, for 'neutral', the levels in the order shown."""
+        mode, question = self.settings.mode, sample.input["question"]
+        params = GenerateParams(max_tokens=SELECTION_MAX_TOKENS,
+                                temperature=IDEAL_SELECTION_TEMPERATURE if mode == "ideal" else 0.0)
+        if self.settings.selection == "official":
+            reply = await model.chat((Message("user", selection_prompt(mode, question, candidates)),), params)
+            chosen, rule = parse_selection(mode, reply.text, candidates)
+            return chosen, {"rule": rule, "reply": reply.text, "style": "official"}
+        order = shuffled_order(len(candidates), f"{sample.id}|{model.spec}")
+        prompt = neutral_selection_prompt(mode, question, [c.response for c in candidates], order)
+        reply = await model.chat((Message("user", prompt),), params)
+        index, rule = parse_label(reply.text, len(order))
+        return candidates[order[0 if index is None else index]], {
+            "rule": rule, "reply": reply.text, "style": "neutral", "shown": [candidates[i].level for i in order]}
+
     async def solve(self, sample: Sample, models: Models) -> dict[str, Any]:
         mode, question = self.settings.mode, sample.input["question"]
         context, trading, fundamental = "", "", ""
@@ -281,11 +305,7 @@ class FinTradeBenchTask(Task):
         candidates = list(await asyncio.gather(*(answer(level) for level in self.settings.levels)))
         chosen, selection = candidates[0], {"rule": "single-level", "reply": None}
         if self.settings.select and len(candidates) > 1:
-            temperature = IDEAL_SELECTION_TEMPERATURE if mode == "ideal" else 0.0
-            reply = await model.chat((Message("user", selection_prompt(mode, question, candidates)),),
-                                     GenerateParams(max_tokens=SELECTION_MAX_TOKENS, temperature=temperature))
-            chosen, rule = parse_selection(mode, reply.text, candidates)
-            selection = {"rule": rule, "reply": reply.text}
+            chosen, selection = await self.self_select(sample, model, candidates)
         judge_trading, judge_fundamental = ("", "") if ideal is None else ideal[:2]
         messages = judge_messages(question=question, golden=sample.input["golden"],
                                   gold_answer=sample.input["gold_answer"], answer=chosen.response,
@@ -351,7 +371,7 @@ class FinTradeBenchTask(Task):
         no_data = sum(1 for r in scored if ((r.prediction or {}).get("context") or {}).get("no_data"))
         fallback = sum(1 for r in scored if ((r.prediction or {}).get("context") or {}).get("fallback"))
         notes = [f"mode {self.settings.mode}; levels {','.join(self.settings.levels)}; self-selection "
-                 f"{'on' if self.settings.select else 'off'}; accuracy = judge correctness / 5 "
+                 f"{self.settings.selection if self.settings.select else 'off'}; accuracy = judge correctness / 5 "
                  "(x100 for the paper's %)",
                  "f1.official: the release's rule (precision 1 whenever the judge found any indicator); "
                  "f1.proper: indicators the answer names against the golden set"]
@@ -377,11 +397,13 @@ class FinTradeBenchTask(Task):
         if missing:
             notes.append("judge verdicts missing fields: " + ", ".join(f"{k} {v}" for k, v in missing.most_common()))
         if selection.get("fallback-first"):
-            notes.append(f"{selection['fallback-first']} self-selection reply(ies) named no prompt id; the first "
-                         "candidate was taken (the release's rule)")
+            named = "label" if self.settings.selection == "neutral" else "prompt id"
+            notes.append(f"{selection['fallback-first']} self-selection reply(ies) named no {named}; the first "
+                         "candidate shown was taken (the release's rule)")
         example_id, example_level = selection_example(self.settings.mode)
         selected = [r for r in scored if ((r.prediction or {}).get("selection") or {}).get("rule")
-                    not in (None, "single-level", "fallback-first")]
+                    not in (None, "single-level", "fallback-first")
+                    and ((r.prediction or {}).get("selection") or {}).get("style", "official") == "official"]
         copies = sum(1 for r in selected if (r.prediction or {}).get("level") == example_level)
         if selected and copies * 2 > len(selected):
             notes.append(example_copy_note(copies, len(selected), example_id, example_level))

@@ -28,15 +28,13 @@ release's temperature 0.1 with the build's seed. Two styles:
 from __future__ import annotations
 
 import asyncio
-import random
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ....core.types import GenerateParams, Message
 from ..indicators import named_indicators
-from ..prompts import (IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_PROMPT, IDEAL_SELECTION_TEMPERATURE, LEVELS,
-                       Candidate, parse_selection, render, selection_example, selection_prompt)
+from ..prompts import IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate
+from ..prompts import neutral_selection_prompt, parse_label, parse_selection, render, selection_prompt, shuffled_order
 from ..task import SELECTION_MAX_TOKENS
 
 L0 = "L0"
@@ -55,42 +53,6 @@ DEFAULT_BUILD_LEVELS: tuple[str, ...] = (L0, "L2", "L3", "L4", "L5", "L6")
 
 BUILD_PROMPT_IDS: Mapping[str, str] = {L0: L0_PROMPT_ID, **{lvl: IDEAL_PROMPT_IDS[lvl] for lvl in LEVELS}}
 """Prompt id of each level, as the self-selection prompt shows it."""
-
-
-SELECTION_STYLES: tuple[str, ...] = ("official", "neutral")
-"""Self-selection prompt styles (module docstring)."""
-
-def _neutral_prompt() -> str:
-    instruction = ("Respond with *only* the Prompt ID of the answer you choose "
-                   f'(e.g., "{selection_example("ideal")[0]}").')
-    cue = "Your Choice (Prompt ID only):"
-    assert instruction in IDEAL_SELECTION_PROMPT and cue in IDEAL_SELECTION_PROMPT
-    return (IDEAL_SELECTION_PROMPT
-            .replace(instruction, "Respond with *only* the label of the answer you choose, one of: {labels}.")
-            .replace(cue, "Your Choice (label only):"))
-
-
-NEUTRAL_SELECTION_PROMPT = _neutral_prompt()
-"""The release's ideal selection prompt with the instruction's example replaced by the list of labels (style
-'neutral', ours); the candidates it shows carry neutral labels."""
-
-_LABEL = re.compile(r"candidate\s*#?\s*(\d+)", re.IGNORECASE)
-
-
-def parse_label(reply: str, count: int) -> tuple[int | None, str]:
-    """(0-based label index, rule) of a neutral-style reply: 'exact' ('Candidate 2', '2'), 'contains' (one
-    label named in more text), 'last-mentioned' (several: the release's rule for several ids), else
-    (None, 'fallback-first')."""
-    text = (reply or "").replace("*", "").replace("'", "").replace('"', "").strip().rstrip(".")
-    bare = re.fullmatch(r"(?:candidate\s*#?\s*)?(\d+)", text, re.IGNORECASE)
-    if bare and 1 <= int(bare.group(1)) <= count:
-        return int(bare.group(1)) - 1, "exact"
-    named = [int(m.group(1)) for m in _LABEL.finditer(text) if 1 <= int(m.group(1)) <= count]
-    if len(set(named)) == 1:
-        return named[0] - 1, "contains"
-    if named:
-        return named[-1] - 1, "last-mentioned"
-    return None, "fallback-first"
 
 
 def parse_levels(text: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -176,10 +138,8 @@ async def generate_candidates(handle: Any, question_id: str, question: str, trad
 
 def neutral_order(candidates: Sequence[CandidateAnswer], seed: int) -> list[int]:
     """Candidate positions in the order the neutral prompt shows them: seeded per (seed, question, model)."""
-    order = list(range(len(candidates)))
     first = candidates[0]
-    random.Random(f"{seed}|{first.question_id}|{first.model}").shuffle(order)
-    return order
+    return shuffled_order(len(candidates), f"{seed}|{first.question_id}|{first.model}")
 
 
 async def self_select(handle: Any, question: str, candidates: Sequence[CandidateAnswer],
@@ -203,12 +163,9 @@ async def self_select(handle: Any, question: str, candidates: Sequence[Candidate
         picked = candidates[shown.index(chosen)]
     else:
         order = neutral_order(candidates, seed)
-        labels = [f"Candidate {k + 1}" for k in range(len(order))]
-        text = "\n\n".join(f"--- {label} ---\n{candidates[i].text}" for label, i in zip(labels, order))
-        prompt = NEUTRAL_SELECTION_PROMPT.format(question=question, candidate_answers_str=text,
-                                                 labels=", ".join(labels))
+        prompt = neutral_selection_prompt("ideal", question, [c.text for c in candidates], order)
         reply = await handle.chat((Message("user", prompt),), params)
-        index, rule = parse_label(reply.text, len(labels))
+        index, rule = parse_label(reply.text, len(order))
         picked = candidates[order[0 if index is None else index]]
     return SelectedAnswer(picked.question_id, picked.model, picked.candidate_index, picked.level, picked.text, rule,
                           reply.text, style, tuple(candidates[i].level for i in order))
