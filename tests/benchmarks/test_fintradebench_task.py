@@ -432,3 +432,33 @@ def test_neutral_selections_are_not_counted_as_example_copies(shared_data):
     assert agg.extra["selection_example"]["of"] == 0
     assert "self-selection neutral" in agg.notes[0]
     assert not any("gives as its example" in n for n in agg.notes)
+
+
+@pytest.mark.parametrize("text,sign", [
+    ("Should I hold or sell my Amazon shares after the Q2 2025 rally?", 1),
+    ("Should I buy Starbucks during this August 2025 dip?", -1),
+    ("Has AMD’s momentum turned positive after the July 2025 selloff?", -1),
+    ("Should I average down on my Qualcomm position that’s losing money in Q3 2025?", -1),
+    ("Is Tesla financially stable enough to weather an economic downturn?", None),
+    ("Is Intel still a profitable investment despite losing market share?", None),
+])
+def test_price_premise_reads_the_stated_move(text, sign):
+    from finharness.benchmarks.fintradebench.scaling import price_premise
+
+    assert price_premise(text) == sign
+
+
+def test_scaled_variants_keep_a_price_premise_only_where_the_price_moved_that_way(shared_data):
+    from finharness.benchmarks.fintradebench.ideal import MarketData
+    from finharness.benchmarks.fintradebench.questions import resolve_date
+    from finharness.benchmarks.fintradebench.scaling import scale_questions
+
+    from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
+
+    seeds = [q for q in read_questions(Path(shared_data) / SEED_FILE) if q.id in ("FT5", "FT16")]  # 'rally' and 'dip'
+    variants, report = scale_questions(seeds, shared_data, 8, seed=1, tickers=["META", "AAPL", "MSFT", "NVDA"])
+    market = MarketData(shared_data)
+    assert len(variants) == 8 and report.rejected["premise"] > 0
+    for v in variants:
+        change = market.window_change(v.ticker, resolve_date(v.question).window_start, v.as_of)
+        assert change is not None and (change > 0) == (v.source_id == "FT5"), (v.question, change)

@@ -108,6 +108,17 @@ class MarketData:
         upto = prices.index[prices.index <= pd.Timestamp(as_of)]
         return len(upto) >= rows_needed and (pd.Timestamp(as_of) - upto[-1]).days <= 7
 
+    def window_change(self, ticker: str, start: dt.date, as_of: dt.date) -> float | None:
+        """The adjusted close's change from the first trading day on or after `start` to the last on or before
+        `as_of`, as a fraction (the ideal context's pct_change / 100); None without two prices in the window."""
+        prices = self.prices(ticker)
+        if prices is None:
+            return None
+        adj = price_column(prices.loc[pd.Timestamp(start): pd.Timestamp(as_of)]).dropna()
+        if len(adj) < 2 or not float(adj.iloc[0]):
+            return None
+        return float(adj.iloc[-1]) / float(adj.iloc[0]) - 1.0
+
     def fundamentals_frame(self, ticker: str, dates: Sequence[pd.Timestamp]) -> pd.DataFrame | None:
         """Ratios on the given dates, from the configured source (None when it has nothing for the ticker)."""
         if self.fundamentals_source == "official":

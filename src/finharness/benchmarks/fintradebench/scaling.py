@@ -15,6 +15,12 @@ The date phrase keeps its kind ('July 2025' -> 'March 2019', 'Q3 2025' -> 'Q1 20
 'mid-2024', 'September 15, 2025' -> 'May 15, 2017'); the new text is resolved again with the seed's
 rules and must land on the drawn as-of date. Golden indicators and category are the seed's; the gold
 answer is empty (no reference answer exists for a variant).
+
+A seed that states a price move as its premise ('after the Q2 2025 rally', 'during this August 2025 dip',
+'losing money': `price_premise`) keeps it in the variant, so a single-company variant is kept only where
+the new company's adjusted close moved that way over the new date's window (`MarketData.window_change`,
+the ideal context's pct_change); otherwise the question would ask the model to explain a move that did
+not happen (rejected as 'premise').
 """
 
 from __future__ import annotations
@@ -37,6 +43,15 @@ MIN_HISTORY_ROWS = 253
 
 MIN_UNIVERSE = 50
 """Tickers with enough prices a universe question needs at its as-of date."""
+
+PRICE_PREMISES: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"\b(rall(?:y|ies|ied)|run-?up|surg(?:e|ed|ing)|soar(?:ed|ing)?)\b", re.IGNORECASE), 1),
+    (re.compile(r"\b(sell-?off|dip|declin(?:e|ed|ing)|plung(?:e|ed|ing)|slump(?:ed)?|crash(?:ed)?|losing money)\b",
+                re.IGNORECASE), -1),
+)
+"""Words that state the company's price move as a question's premise, and the sign they state (the seed set
+uses rally, selloff, dip, decline and 'losing money'; 'downturn' of the economy and 'losing market share'
+are not price moves)."""
 
 OUTPUT_COLUMNS: tuple[str, ...] = ("question_id", "question", "golden_indicators", "response", "ticker", "as_of",
                                    "source_id", "category")
@@ -100,6 +115,13 @@ def rewrite_date(text: str, rule: str, label: str, as_of: dt.date) -> str | None
     else:
         return None  # week-of and default phrases are not moved
     return text.replace(label, new, 1)
+
+
+def price_premise(text: str) -> int | None:
+    """+1 when the question presumes the price rose, -1 when it presumes a fall, None when it states no move
+    (or both)."""
+    signs = {sign for pattern, sign in PRICE_PREMISES if pattern.search(text)}
+    return signs.pop() if len(signs) == 1 else None
 
 
 def _rewrite_company(text: str, old: str, new: str) -> str | None:
@@ -212,6 +234,12 @@ def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int,
         if reason:
             report.rejected[f"no-{reason}"] += 1
             continue
+        premise = price_premise(text) if ticker else None
+        if premise is not None:
+            change = market.window_change(ticker, resolve_date(text).window_start, as_of)
+            if change is None or change * premise <= 0:
+                report.rejected["premise"] += 1
+                continue
         seen.add(text)
         counters[q.id] += 1
         variants.append(Variant(f"{q.id}-v{counters[q.id]}", text, "|".join(q.golden), ticker, as_of, q.id,
