@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from finharness.backends.fake import FakeBackend
-from finharness.benchmarks.ucfe.prompts import FOLLOW_UP_CONTINUE, FOLLOW_UP_END
+from finharness.benchmarks.ucfe.prompts import FOLLOW_UP_CONTINUE, FOLLOW_UP_END, OPENING_CUE
 from finharness.benchmarks.ucfe.task import UCFETask
 from finharness.core.backend import BackendError
 from finharness.core.runner import run_task
@@ -143,6 +143,23 @@ def test_official_decoding_settings_reach_every_call(tmp_path, shared_data):
     assert result.results["config"]["task_config"]["settings"]["user_first_temperature"] == 0.1
 
 
+def test_cue_opening_asks_the_simulator_for_its_first_message_in_a_user_turn(tmp_path, shared_data):
+    task = UCFETask(tasks="Analyst", user_opening="cue")
+    assert task.config() != UCFETask(tasks="Analyst").config()  # part of the run key
+    # CountingUser counts user turns it has heard: with the cue one more, so 3 ends it after two replies
+    result = run(task, {"model": model_backend(), "user": CountingUser(3)}, tmp_path, shared_data, limit=1)
+    assert result.records[0].prediction["rounds"] == 2
+    user_calls = [c for c in generate_calls(result.records[0]) if c["role"] == "user"]
+    opening = user_calls[0]["prompt"]
+    assert [m["role"] for m in opening] == ["system", "user"] and opening[1]["content"] == OPENING_CUE
+    assert "TCL Electronics' main businesses include display" in opening[0]["content"]
+    # the cue stays the simulator's first user turn; the assistant's replies follow it as before
+    assert [m["role"] for m in user_calls[-1]["prompt"]] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert user_calls[-1]["prompt"][1]["content"] == OPENING_CUE
+    assert result.records[0].prediction["dialogue"][0]["content"] == "Question 2?"  # the cue counts as heard
+    assert any("user_opening cue" in n for n in result.results["notes"])
+
+
 def test_zero_shot_is_one_round_with_the_model_prompt_as_user_turn(tmp_path, shared_data):
     task = UCFETask(tasks="0_股价预测")
     assert task.roles == ("model",) and UCFETask(tasks="0_股价预测,Analyst").roles == ("model", "user")
@@ -238,6 +255,7 @@ def test_frozen_user_from_a_run_skips_items_it_lacks_and_says_so(tmp_path, share
     ({"mode": "frozen-user", "frozen_from": "/nonexistent/log.json"}, "file not found"),
     ({"max_tokens": 0}, "max_tokens must be >= 1"),
     ({"max_rounds": 0}, "max_rounds must be >= 1"),
+    ({"user_opening": "prefill"}, r"user_opening='prefill' is not one of \['official', 'cue'\]"),
     ({"shots": 3}, r"unknown option\(s\) \['shots'\]"),
 ])
 def test_bad_options_say_what_is_allowed(options, message):

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from ...core.task import ModelHandle
 from ...core.types import GenerateParams, Message
 from .data import UCFEItem
-from .prompts import ends_dialogue, fill_placeholders, follow_up_message
+from .prompts import OPENING_CUE, ends_dialogue, fill_placeholders, follow_up_message
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class SimulationSettings:
     """Ours: the simulator's message budget (idem)."""
     draw: int = 0
     """Ours: sample_index of every sampled call; another draw gives an independent set of dialogues."""
+    user_opening: str = "official"
+    """How the opening message is asked for (prompts.USER_OPENINGS): 'official', the system prompt alone;
+    'cue' (ours), plus prompts.OPENING_CUE as a user turn."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,7 +144,9 @@ async def simulate(item: UCFEItem, model: ModelHandle, user: ModelHandle,
     assistant = _Speaker(model, settings, settings.max_tokens, history=[Message("system", model_system_prompt(item))])
     simulator = _Speaker(user, settings, settings.user_max_tokens,
                          history=[Message("system", user_system_prompt(item))])
-    query = await simulator.speak(settings.user_first_temperature)  # system prompt only, as officially
+    if settings.user_opening == "cue":
+        simulator.hear(OPENING_CUE)
+    query = await simulator.speak(settings.user_first_temperature)  # officially: the system prompt only
     turns = [{"role": "user", "content": query}]
     ended = False
     rounds = 0

@@ -46,6 +46,15 @@ FOLLOW_UP_END = _indented_block(
 END_INSTRUCTION_FROM_ROUND = 3
 """run_ckpt.py: `if round >= 3` switches to FOLLOW_UP_END."""
 
+USER_OPENINGS: tuple[str, ...] = ("official", "cue")
+"""How the simulator's opening message is asked for: 'official' (its system prompt alone, run_ckpt.py) or 'cue'
+(ours: plus OPENING_CUE as a user turn)."""
+
+OPENING_CUE = ("Start the consultation now: write your first message to the AI assistant, speaking as the user "
+               "described above. Ask what you need to know; do not answer it yourself.")
+"""Ours. With the system prompt alone a small chat model continues as an assistant and answers the request it
+should make (the 1.5B simulator did in at least 13 of 20 openings); this turn says whose message comes next."""
+
 ROLE_LABELS: Mapping[str, str] = {"user": "User", "assistant": "AI Assistant"}
 """Labels of the role-labelled rendering (ours, both-orders mode)."""
 

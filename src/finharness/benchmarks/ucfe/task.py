@@ -21,6 +21,9 @@ Options (`-o KEY=VALUE`; `--mode`):
   max_rounds      rounds before a dialogue the simulator has not ended stops (default 9, official); a
                   smaller value (ours) makes slow local runs affordable and is recorded in the run key
   draw            sample_index of the sampled calls (default 0); another value = another draw
+  user_opening    'official' (default: the simulator opens from its system prompt alone) | 'cue' (ours: a
+                  user turn asks it for its first message as the user, so a small simulator stops
+                  answering the request it should make; prompts.OPENING_CUE)
 
 Official decoding (recorded in the run config): simulator temperature 0.1 on its opening message,
 0.7 after; model under test 0.5; seed 123; frequency and presence penalty 0.5 where the backend
@@ -42,6 +45,7 @@ from ...core.types import Sample, Score
 from ...data.errors import DataError
 from .data import ZERO_SHOT_PREFIX, UCFEItem, load_dialogues, load_items, resolve_bench_file
 from .dialogue import SimulationSettings, replay_user, simulate, zero_shot
+from .prompts import USER_OPENINGS
 
 MODES: tuple[str, ...] = ("simulate", "frozen-user")
 JUDGE_HINT = ("UCFE is scored by judging pairs of runs: `finharness ucfe judge RUN_A RUN_B --judge SPEC`, then "
@@ -71,7 +75,7 @@ class UCFEOptions:
     def parse(cls, options: Mapping[str, Any]) -> "UCFEOptions":
         # max_tokens, user_max_tokens, max_rounds and draw go into the simulation settings
         values = given_options(options, ("tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens",
-                                         "max_rounds", "draw"), "ucfe")
+                                         "max_rounds", "draw", "user_opening"), "ucfe")
         tasks = comma_tuple(values.get("tasks", ()))
         mode = str(values.get("mode", "simulate"))
         check_choice("ucfe", "mode", mode, MODES)
@@ -88,6 +92,9 @@ class UCFEOptions:
                 raise ValueError(f"ucfe: frozen_from {frozen_from}: file not found")
             sha = hashlib.sha256(frozen_path.read_bytes()).hexdigest()
         settings = SimulationSettings()
+        if "user_opening" in values:
+            check_choice("ucfe", "user_opening", str(values["user_opening"]), USER_OPENINGS)
+            settings = replace(settings, user_opening=str(values["user_opening"]))
         for key in ("max_tokens", "user_max_tokens", "max_rounds", "draw"):
             if key in values:
                 number = int(values[key])
@@ -185,6 +192,9 @@ class UCFETask(Task):
             if count:
                 notes.append(f"{count} dialogue(s): the {role} backend has no frequency/presence penalties, so the "
                              "official 0.5 / 0.5 were not applied (capabilities.penalties is False)")
+        if self.settings.settings.user_opening == "cue" and self.settings.mode == "simulate":
+            notes.append("user_opening cue (ours): the simulator was asked for its opening message by a user turn "
+                         "(prompts.OPENING_CUE), not by its system prompt alone as officially")
         if self.settings.mode == "frozen-user":
             notes.append(f"frozen-user mode (ours): user turns replayed from {self.settings.frozen_from}; the user "
                          "does not react to this model's answers")
