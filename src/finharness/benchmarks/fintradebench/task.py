@@ -112,7 +112,8 @@ class FinTradeOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
         parsed = parse_task_options(cls, options, "fintradebench",
-                                    choices={"mode": MODES, "selection": SELECTION_STYLES, "judge_context": ("ideal", "none"),
+                                    choices={"mode": MODES, "selection": SELECTION_STYLES,
+                                             "judge_context": ("ideal", "none"),
                                              "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off")},
                                     at_least_one=("per_category", "max_tokens", "budget_tokens"))
         levels = parsed.levels or DEFAULT_LEVELS[parsed.mode]
