@@ -111,6 +111,19 @@ def test_join_counts_what_was_not_compared(build):
     assert result.judges == (SMALL,)
 
 
+@pytest.mark.parametrize("copies,warned", [(4, True), (3, False)])
+def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(build, copies, warned):
+    rows = [json.loads(line) for line in (build / "judged.jsonl").read_text().splitlines()]
+    compared = [r for r in rows if r["stage"] == "after" and r["question_id"] != "F9"]  # the 6 items
+    for row in compared[:copies]:
+        row["scores"] = scores(4, reasoning=5, signals=4, fundamentals=5)  # the release's rubric example
+    write_jsonl(build / "judged.jsonl", rows)
+    result = calibrate_build(build, EXAMPLE)
+    assert result.items == 6 and result.rubric_example_items == copies
+    flagged = [n for n in result.notes() if "rubric's example (4/5/4/5)" in n]
+    assert bool(flagged) is warned and result.to_json()["notes"] == result.notes()
+
+
 def test_several_judges_need_a_choice(build):
     with open(build / "judged.jsonl", "a") as f:
         f.write(json.dumps(judged_row("F1", BIG, "after", scores(1), judge="other")) + "\n")

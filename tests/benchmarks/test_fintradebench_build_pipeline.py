@@ -133,6 +133,8 @@ def test_a_rerun_makes_no_new_call(build):
     assert first["candidates"]["calls"] > 0
     texts = {(c["question_id"], c["model"], c["text"]) for c in rows(build["out"] / "candidates.jsonl")}
     assert first["judge"]["calls"] == len(texts)  # each distinct answer judged once (the store dedupes the rest)
+    # 4/5/4/3 differs from the rubric's example (4/5/4/5) in one score only: not counted as a copy
+    assert first["judge"]["rubric_example_verdicts"] == 0 and first["judge"]["judged"] > 0
     assert all(phase["calls"] == 0 for phase in second.values())
     assert second["candidates"]["cache_hits"] == first["candidates"]["calls"] + first["candidates"]["cache_hits"]
     assert RunStore(build["out"] / "store.sqlite").count_calls() == build["calls_after_first"]

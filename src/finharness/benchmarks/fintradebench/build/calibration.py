@@ -46,11 +46,23 @@ from ....data.errors import DataError
 from ....data.io import iter_jsonl, read_text
 from ....rating.compare import compare_ratings
 from ....stats import Estimate
+from ..judge import example_scores
 from ..questions import CATEGORIES, category_of
 
-JUDGED_DIMENSIONS: tuple[str, ...] = ("correctness", "reasoning_depth", "signal_integration",
-                                      "fundamental_integration")
+JUDGE_SCORE_KEYS: Mapping[str, str] = {"correctness": "correctness", "reasoning_depth": "reasoning",
+                                       "signal_integration": "trading_signals",
+                                       "fundamental_integration": "fundamentals"}
+"""judged.jsonl score key -> the judge verdict's key (judge.py)."""
+
+JUDGED_DIMENSIONS: tuple[str, ...] = tuple(JUDGE_SCORE_KEYS)
 """The judge's four Likert scores in `judged.jsonl` (the build contract's names)."""
+
+
+def rubric_example() -> dict[str, int]:
+    """The rubric's own example verdict (judge.example_scores, 4/5/4/5) under judged.jsonl's names: a small
+    judge copies it instead of grading, so calibration counts the items where it did."""
+    example = example_scores()
+    return {key: example[source] for key, source in JUDGE_SCORE_KEYS.items()}
 
 OVERALL = "overall"
 """The dimension name of the per-item mean over the dimensions both sides scored."""
@@ -360,6 +372,24 @@ class Calibration:
     judge_unparseable: int
     """Human items whose judged row has no scores (unparseable reply)."""
     unmapped: Mapping[str, int]
+    rubric_example_items: int = 0
+    """Compared items whose judge scores are exactly the rubric's example (rubric_example)."""
+
+    def notes(self) -> list[str]:
+        """What a reader must know to read the table."""
+        notes = []
+        if self.human_only:
+            notes.append(f"{len(self.human_only)} human items have no judged 'after' row")
+        if self.judge_unparseable:
+            notes.append(f"{self.judge_unparseable} human items were unparseable for the judge")
+        if self.unmapped:
+            notes.append(f"rubric scores with no judge counterpart left out: {dict(self.unmapped)}")
+        if self.items and self.rubric_example_items * 2 > self.items:
+            example = "/".join(str(v) for v in rubric_example().values())
+            notes.append(f"{self.rubric_example_items} of {self.items} judge verdicts are exactly the rubric's "
+                         f"example ({example}): the judge copies it rather than grading, so the table measures "
+                         "the example against the humans; use a stronger judge")
+        return notes
 
     def cell(self, model: str = ALL, category: str = ALL, dimension: str = OVERALL) -> Agreement | None:
         return next((c for c in self.cells if (c.model, c.category, c.dimension) == (model, category, dimension)),
@@ -374,6 +404,7 @@ class Calibration:
                 "items": self.items, "raters": list(self.raters), "human_rows": self.human_rows,
                 "human_only": [list(k) for k in self.human_only], "judge_only": self.judge_only,
                 "judge_unparseable": self.judge_unparseable, "unmapped_rubric_scores": dict(self.unmapped),
+                "rubric_example_items": self.rubric_example_items, "notes": self.notes(),
                 "table": [c.to_json() for c in self.table_rows()], "cells": [c.to_json() for c in self.cells]}
 
 
@@ -388,7 +419,8 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
                             hint="several judges in one file: pass --judge SPEC")
         by_item[key] = row
     pairs: list[Pair] = []
-    human_only, unparseable = [], 0
+    human_only, unparseable, copied = [], 0, 0
+    example = rubric_example()
     for key in sorted(human.items):
         row = by_item.get(key)
         if row is None:
@@ -397,6 +429,7 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
         if row.scores is None:
             unparseable += 1
             continue
+        copied += all(row.scores.get(d) == v for d, v in example.items())
         category = category_for(key[0], categories)
         shared = [d for d in JUDGED_DIMENSIONS if (*key, d) in human.scores and d in row.scores]
         for d in shared:
@@ -406,7 +439,7 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
             pairs.append(Pair(*key, category, OVERALL, float(np.mean([human.scores[(*key, d)].mean for d in shared])),
                               float(np.mean([row.scores[d] for d in shared])),
                               sum(len(human.scores[(*key, d)].raters) for d in shared)))
-    info = {"human_only": tuple(human_only), "judge_unparseable": unparseable,
+    info = {"human_only": tuple(human_only), "judge_unparseable": unparseable, "rubric_example_items": copied,
             "judge_only": len(set(by_item) - human.items)}
     return pairs, info
 
@@ -432,7 +465,8 @@ def calibrate(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Ma
     items = {(p.question_id, p.model) for p in pairs}
     judges = tuple(sorted({r.judge for r in rows if (r.question_id, r.model) in items}))
     return Calibration(human.path, judges, cells, len(items), tuple(human.raters), human.rows,
-                       info["human_only"], info["judge_only"], info["judge_unparseable"], human.unmapped)
+                       info["human_only"], info["judge_only"], info["judge_unparseable"], human.unmapped,
+                       info["rubric_example_items"])
 
 
 def calibrate_build(out: str | Path, human_csv: str | Path, *, judge: str | None = None) -> Calibration:

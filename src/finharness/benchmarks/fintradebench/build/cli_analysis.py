@@ -76,14 +76,7 @@ def register(app: typer.Typer) -> None:
         header, *rows = list(format_calibration(result))
         _print_table(f"judge vs humans: {result.items} items, {len(result.raters)} raters "
                      f"(judge {', '.join(result.judges) or '—'})", rows, header, left=3)
-        notes = []
-        if result.human_only:
-            notes.append(f"{len(result.human_only)} human items have no judged 'after' row")
-        if result.judge_unparseable:
-            notes.append(f"{result.judge_unparseable} human items were unparseable for the judge")
-        if result.unmapped:
-            notes.append(f"rubric scores with no judge counterpart left out: {dict(result.unmapped)}")
-        for note in notes:
+        for note in result.notes():
             typer.echo(f"note: {note}")
         typer.echo(f"wrote {out / CALIBRATION_FILE}")
 

@@ -32,15 +32,12 @@ from ..ideal import MarketData
 from ..judge import judge_answer, judge_messages
 from ..questions import CATEGORIES, GROUPS, Question
 from .audit import AnswerAudit, AuditScope, Knowledge, audit_answer
+from .calibration import JUDGE_SCORE_KEYS, rubric_example
 from .candidates import CandidateAnswer, SelectedAnswer, generate_candidates, self_select
 
 QUESTIONS_FILE, CANDIDATES_FILE, SELECTED_FILE = "questions.jsonl", "candidates.jsonl", "selected.jsonl"
 AUDIT_FILE, JUDGED_FILE, SUMMARY_FILE, STORE_FILE = "audit.jsonl", "judged.jsonl", "build.json", "store.sqlite"
 
-JUDGE_SCORE_KEYS: Mapping[str, str] = {"correctness": "correctness", "reasoning_depth": "reasoning",
-                                       "signal_integration": "trading_signals",
-                                       "fundamental_integration": "fundamentals"}
-"""judged.jsonl score key -> the judge verdict's key (judge.py)."""
 
 Progress = Callable[[RunCounters], None]
 ProgressFactory = Callable[[str], ContextManager[Progress]]
@@ -358,6 +355,7 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
             if answer_key(row) in verdicts]
     write_jsonl(session.out / JUDGED_FILE, rows)
     summary = phase_summary(counters, started, failures, judge=spec, judged=len(rows),
-                            unparseable=sum(r["scores"] is None for r in rows))
+                            unparseable=sum(r["scores"] is None for r in rows),
+                            rubric_example_verdicts=sum(r["scores"] == rubric_example() for r in rows))
     update_summary(session.out, "judge", summary)
     return summary
