@@ -140,6 +140,18 @@ def test_eq6_7_judge_mae_per_model_and_macro_from_human_scores(build):
     assert m.judge_mae[B].value == pytest.approx((1 + 1 + 0) / 3)
     assert m.macro_mae.value == pytest.approx(2 / 3) and m.macro_mae.n == 6
     assert m.composite.terms["judge"] == pytest.approx(1 - (2 / 3) / 4)
+    assert not any("rubric's example" in n for n in m.notes)
+
+
+def test_a_judge_mae_measured_on_copied_rubric_examples_says_so(build):
+    add_judged(build)
+    rows = [json.loads(line) for line in (build / "judged.jsonl").read_text().splitlines()]
+    for row in rows[:4]:
+        row["scores"] = {"correctness": 4, "reasoning_depth": 5, "signal_integration": 4, "fundamental_integration": 5}
+    write_jsonl(build / "judged.jsonl", rows)
+    m = construction_metrics(build, human_csv=EXAMPLE)
+    assert any("4 of 6 judge verdicts are exactly the rubric's example" in n for n in m.notes)
+    assert m.to_json()["notes"] == list(m.notes)
 
 
 def test_eq10_composite_normalises_every_term_and_drops_the_missing(build):

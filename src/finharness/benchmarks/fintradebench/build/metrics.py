@@ -530,11 +530,13 @@ def construction_metrics(out: str | Path, *, human_csv: str | Path | None = None
         missing["extraction"] = missing["prompt_sensitivity"] = (
             f"needs {out / 'candidates.jsonl'} and {out / 'questions.jsonl'}")
     judge_mae = macro_mae = None
+    notes: list[str] = []
     if human_csv is not None:
         calibration: Calibration = calibrate_build(out, human_csv, judge=judge)
         judge_mae = {c.model: c.mae for c in calibration.cells
                      if c.model != ALL and c.category == ALL and c.dimension == OVERALL}
         macro_mae = macro(judge_mae.values()) if judge_mae else None
+        notes += calibration.notes()  # e.g. a judge that copies the rubric's example: the MAE measures that
         if not judge_mae:
             missing["judge_mae"] = "no human-scored item has a judged 'after' row"
     else:
@@ -542,7 +544,7 @@ def construction_metrics(out: str | Path, *, human_csv: str | Path | None = None
     terms = composite_terms(accuracy["after"].all if accuracy else None, macro_f1, macro_mae, scr, macro_s)
     if scr is not None and scr.null:
         missing["self_critique"] = scr.null
-    selection, notes = None, []
+    selection = None
     if (out / "selected.jsonl").is_file():
         selection = self_selection(out)
         pooled = selection["models"].get(ALL)
