@@ -439,6 +439,9 @@ def test_neutral_selections_are_not_counted_as_example_copies(shared_data):
     ("Should I buy Starbucks during this August 2025 dip?", -1),
     ("Has AMD’s momentum turned positive after the July 2025 selloff?", -1),
     ("Should I average down on my Qualcomm position that’s losing money in Q3 2025?", -1),
+    ("Is NVIDIA’s pullback in July 2025 a buying opportunity?", -1),
+    ("Does Meta’s valuation make sense after its 2025 recovery?", 1),
+    ("As of Q3 2025, why is Tesla’s stock price so high compared to its earnings?", None),
     ("Is Tesla financially stable enough to weather an economic downturn?", None),
     ("Is Intel still a profitable investment despite losing market share?", None),
 ])

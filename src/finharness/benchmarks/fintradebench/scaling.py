@@ -45,13 +45,14 @@ MIN_UNIVERSE = 50
 """Tickers with enough prices a universe question needs at its as-of date."""
 
 PRICE_PREMISES: tuple[tuple[re.Pattern[str], int], ...] = (
-    (re.compile(r"\b(rall(?:y|ies|ied)|run-?up|surg(?:e|ed|ing)|soar(?:ed|ing)?)\b", re.IGNORECASE), 1),
-    (re.compile(r"\b(sell-?off|dip|declin(?:e|ed|ing)|plung(?:e|ed|ing)|slump(?:ed)?|crash(?:ed)?|losing money)\b",
-                re.IGNORECASE), -1),
+    (re.compile(r"\b(rall(?:y|ies|ied)|run-?up|surg(?:e|ed|ing)|soar(?:ed|ing)?|recovery|rebound(?:ed)?)\b",
+                re.IGNORECASE), 1),
+    (re.compile(r"\b(sell-?off|dip|pull-? ?back|declin(?:e|ed|ing)|plung(?:e|ed|ing)|slump(?:ed)?|crash(?:ed)?"
+                r"|losing money)\b", re.IGNORECASE), -1),
 )
 """Words that state the company's price move as a question's premise, and the sign they state (the seed set
-uses rally, selloff, dip, decline and 'losing money'; 'downturn' of the economy and 'losing market share'
-are not price moves)."""
+uses rally, recovery, selloff, dip, pullback, decline and 'losing money'; 'downturn' of the economy, 'losing
+market share' and a price 'so high' are not moves)."""
 
 OUTPUT_COLUMNS: tuple[str, ...] = ("question_id", "question", "golden_indicators", "response", "ticker", "as_of",
                                    "source_id", "category")
