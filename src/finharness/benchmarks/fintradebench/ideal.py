@@ -108,14 +108,16 @@ class MarketData:
         upto = prices.index[prices.index <= pd.Timestamp(as_of)]
         return len(upto) >= rows_needed and (pd.Timestamp(as_of) - upto[-1]).days <= 7
 
-    def window_change(self, ticker: str, start: dt.date, as_of: dt.date) -> float | None:
-        """The adjusted close's change from the first trading day on or after `start` to the last on or before
-        `as_of`, as a fraction (the ideal context's pct_change / 100); None without two prices in the window."""
+    def window_closes(self, ticker: str, start: dt.date, as_of: dt.date) -> pd.Series | None:
+        """Adjusted closes from `start` to `as_of`, both included (None without a price file)."""
         prices = self.prices(ticker)
-        if prices is None:
-            return None
-        adj = price_column(prices.loc[pd.Timestamp(start): pd.Timestamp(as_of)]).dropna()
-        if len(adj) < 2 or not float(adj.iloc[0]):
+        return None if prices is None else price_column(prices.loc[pd.Timestamp(start): pd.Timestamp(as_of)]).dropna()
+
+    def window_change(self, ticker: str, start: dt.date, as_of: dt.date) -> float | None:
+        """The adjusted close's change over the window, as a fraction (the ideal context's pct_change / 100);
+        None without two prices in it."""
+        adj = self.window_closes(ticker, start, as_of)
+        if adj is None or len(adj) < 2 or not float(adj.iloc[0]):
             return None
         return float(adj.iloc[-1]) / float(adj.iloc[0]) - 1.0
 
@@ -157,7 +159,7 @@ class MarketData:
         if window.empty:
             message = f"[{ticker}] No data available for {window_note}.\n"
             return message, message, None
-        adj = price_column(visible).loc[pd.Timestamp(start):].dropna()
+        adj = self.window_closes(ticker, start, as_of)
         first, last = (float(adj.iloc[0]), float(adj.iloc[-1])) if len(adj) else (math.nan, math.nan)
         change = (last - first) / first * 100.0 if first else math.nan
         values = {}

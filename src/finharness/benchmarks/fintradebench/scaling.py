@@ -224,7 +224,8 @@ def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int,
             report.rejected["rewrite"] += 1
             continue
         expected = min(as_of, DATASET_END) if q.date.rule == "year" else as_of
-        if resolve_date(text).as_of != expected:  # the rewritten phrase must mean the drawn date
+        resolved = resolve_date(text)
+        if resolved.as_of != expected:  # the rewritten phrase must mean the drawn date
             report.rejected["date-resolution"] += 1
             continue
         as_of = expected
@@ -237,7 +238,7 @@ def scale_questions(questions: Sequence[Question], data_dir: str | Path, n: int,
             continue
         premise = price_premise(text) if ticker else None
         if premise is not None:
-            change = market.window_change(ticker, resolve_date(text).window_start, as_of)
+            change = market.window_change(ticker, resolved.window_start, as_of)
             if change is None or change * premise <= 0:
                 report.rejected["premise"] += 1
                 continue

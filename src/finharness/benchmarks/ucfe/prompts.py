@@ -53,7 +53,7 @@ USER_OPENINGS: tuple[str, ...] = ("official", "cue")
 OPENING_CUE = ("You are the user described above, not the AI assistant. Write the first message you send to the AI "
                'assistant, asking for what you need in the first person (start with "Hi, I").')
 """Ours. With the system prompt alone a small chat model continues as an assistant and answers the request it
-should make (the 1.5B simulator: 13 of 20 openings); this turn says whose message comes next and how it starts
+should make (the 1.5B simulator: 20 of 20 openings); this turn says whose message comes next and how it starts
 (a softer cue without the first-person start left the 1.5B a helper in 20 of 20: bench/ucfe_openings.py)."""
 
 ROLE_LABELS: Mapping[str, str] = {"user": "User", "assistant": "AI Assistant"}

@@ -354,8 +354,9 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
             for stage, staged in (("before", candidates), ("after", selected)) for row in staged
             if answer_key(row) in verdicts]
     write_jsonl(session.out / JUDGED_FILE, rows)
+    example = rubric_example()
     summary = phase_summary(counters, started, failures, judge=spec, judged=len(rows),
                             unparseable=sum(r["scores"] is None for r in rows),
-                            rubric_example_verdicts=sum(r["scores"] == rubric_example() for r in rows))
+                            rubric_example_verdicts=sum(r["scores"] == example for r in rows))
     update_summary(session.out, "judge", summary)
     return summary
