@@ -93,10 +93,6 @@ def win_counts(matches: Sequence[Any]) -> tuple[list[str], dict[tuple[str, str],
     return models, wins, ties
 
 
-def rate(hits: int, n: int) -> Estimate:
-    return proportion_ci(hits, n)
-
-
 def judge_behaviour(matches: Sequence[Any]) -> list[JudgeBehaviour]:
     by_judge: dict[str, list[Any]] = defaultdict(list)
     for m in matches:
@@ -115,8 +111,8 @@ def judge_behaviour(matches: Sequence[Any]) -> list[JudgeBehaviour]:
             verdicts[(m.task, m.item_id, frozenset((m.model_a, m.model_b)))][shown_first] = winner
         both = [v for v in verdicts.values() if len(v) == 2]
         flips = sum(len(set(v.values())) > 1 for v in both)
-        out.append(JudgeBehaviour(judge, len(ms), rate(ties, len(ms)), rate(first_wins, len(ordered)),
-                                  rate(flips, len(both))))
+        out.append(JudgeBehaviour(judge, len(ms), proportion_ci(ties, len(ms)),
+                                  proportion_ci(first_wins, len(ordered)), proportion_ci(flips, len(both))))
     return out
 
 

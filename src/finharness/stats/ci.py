@@ -68,10 +68,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
     var_of_mean = float(x.var(ddof=1) / n) if n > 1 else 0.0
     fractions = not counts and bool(x.min() >= 0.0 and x.max() <= 1.0)
     if fractions and (var_of_mean == 0.0 or np.all((x == 0) | (x == 1))):
-        # Agresti-Coull variance: never 0 at p = 0 or 1, so macro averages of such parts keep a real CI
-        z2 = float(_z(0.5 + confidence / 2)) ** 2
-        p_adj = (float(x.sum()) + z2 / 2) / (n + z2)
-        return Estimate(mean, wilson_ci(float(x.sum()), n, confidence), n, p_adj * (1 - p_adj) / (n + z2))
+        return _binomial_estimate(float(x.sum()), n, confidence)
     if n == 1 or var_of_mean == 0.0:
         return Estimate(mean, (mean, mean), n, var_of_mean)
     from scipy.special import stdtrit  # loaded only when needed: scipy costs a second at start-up
@@ -83,9 +80,19 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95, counts: bool = Fa
     return Estimate(mean, (lo, hi), n, var_of_mean)
 
 
+def _binomial_estimate(successes: float, n: int, confidence: float) -> Estimate:
+    """successes / n with the Wilson interval and the Agresti-Coull variance (never 0 at p = 0 or 1, so macro
+    averages of such parts keep a real interval)."""
+    z2 = float(_z(0.5 + confidence / 2)) ** 2
+    p_adj = (successes + z2 / 2) / (n + z2)
+    return Estimate(successes / n, wilson_ci(successes, n, confidence), n, p_adj * (1 - p_adj) / (n + z2))
+
+
 def proportion_ci(hits: int, n: int, confidence: float = 0.95) -> Estimate:
-    """`hits` of `n` as a binary mean (Wilson interval; NaN with n 0)."""
-    return mean_ci([1.0] * hits + [0.0] * (n - hits), confidence)
+    """`hits` of `n` as a binary mean (Wilson interval; NaN with n 0), the same Estimate mean_ci gives 0/1 scores."""
+    if n == 0:
+        return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
+    return _binomial_estimate(float(hits), n, confidence)
 
 
 def weighted_mean_ci(parts: Sequence[tuple[float, Estimate]], confidence: float = 0.95,

@@ -241,6 +241,15 @@ def example_scores() -> dict[str, int]:
     return dict(parse_verdict(example).scores)
 
 
+def rubric_copy_note(copies: int, of: int, consequence: str = "") -> str | None:
+    """The note for `copies` of `of` verdicts that are exactly the rubric's example; None unless most are."""
+    if copies * 2 <= of:
+        return None
+    example = "/".join(str(v) for v in example_scores().values())
+    return (f"{copies} of {of} judge verdicts are exactly the rubric's example ({example}): the judge is likely "
+            f"copying the example rather than grading{consequence}; use a stronger judge")
+
+
 @dataclass(frozen=True)
 class Judgment:
     """The outcome of judging one answer, with every attempt."""

@@ -262,7 +262,10 @@ def selection_example(mode: str) -> tuple[str, str]:
     return example, next(level for level, pid in prompt_ids(mode).items() if pid == example)
 
 
-def example_copy_note(copies: int, of: int, example_id: str, level: str) -> str:
+def example_copy_note(copies: int, of: int, example_id: str, level: str) -> str | None:
+    """The note for `copies` of `of` self-selections that picked the prompt's example id; None unless most did."""
+    if copies * 2 <= of:
+        return None
     return (f"{copies} of {of} self-selections picked {example_id}, the id the selection prompt gives as its "
             f"example: a model copying the example picks {level} whatever the answers say, so the pick (and "
             "anything measured on it) says little about the model's judgement")
@@ -303,6 +306,26 @@ def neutral_selection_prompt(mode: str, question: str, answers: Sequence[str], o
     text = separator.join(f"--- {label} ---\n{answers[i]}" for label, i in zip(labels, order))
     template = NEUTRAL_SELECTION_PROMPTS["ideal" if mode == "ideal" else "retrieval"]
     return template.format(question=question, candidate_answers_str=text, labels=", ".join(labels))
+
+
+def selection_turn(mode: str, question: str, candidates: Sequence[Candidate], style: str, order_key: str
+                   ) -> tuple[str, list[int]]:
+    """(prompt, positions of `candidates` in the order shown) of a self-selection in `style`; 'neutral' shuffles
+    by `order_key` (the caller's seed, question and model)."""
+    if style == "official":
+        return selection_prompt(mode, question, candidates), list(range(len(candidates)))
+    order = shuffled_order(len(candidates), order_key)
+    return neutral_selection_prompt(mode, question, [c.response for c in candidates], order), order
+
+
+def read_selection(mode: str, reply: str, candidates: Sequence[Candidate], style: str, order: Sequence[int]
+                   ) -> tuple[int, str]:
+    """(position in `candidates`, rule) of the reply to `selection_turn`; no usable answer -> the first shown."""
+    if style == "official":
+        chosen, rule = parse_selection(mode, reply, candidates)
+        return next(i for i, c in enumerate(candidates) if c is chosen), rule
+    index, rule = parse_label(reply, len(order))
+    return order[0 if index is None else index], rule
 
 
 _LABEL = re.compile(r"candidate\s*#?\s*(\d+)", re.IGNORECASE)

@@ -61,10 +61,9 @@ from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
-from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages
+from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages, rubric_copy_note
 from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate,
-                      example_copy_note, neutral_selection_prompt, parse_label, parse_selection, prompt_ids, render,
-                      selection_example, selection_prompt, shuffled_order)
+                      example_copy_note, prompt_ids, read_selection, render, selection_example, selection_turn)
 from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
 
 MODES: tuple[str, ...] = ("norag", "rag", "ideal")
@@ -268,20 +267,16 @@ class FinTradeBenchTask(Task):
     async def self_select(self, sample: Sample, model: Any, candidates: Sequence[Candidate]
                           ) -> tuple[Candidate, dict[str, Any]]:
         """The model's pick among its candidates, in the `selection` style; the record says how it was read
-        and, for 'neutral', the levels in the order shown."""
+        and the levels in the order shown."""
         mode, question = self.settings.mode, sample.input["question"]
         params = GenerateParams(max_tokens=SELECTION_MAX_TOKENS,
                                 temperature=IDEAL_SELECTION_TEMPERATURE if mode == "ideal" else 0.0)
-        if self.settings.selection == "official":
-            reply = await model.chat((Message("user", selection_prompt(mode, question, candidates)),), params)
-            chosen, rule = parse_selection(mode, reply.text, candidates)
-            return chosen, {"rule": rule, "reply": reply.text, "style": "official"}
-        order = shuffled_order(len(candidates), f"{sample.id}|{model.spec}")
-        prompt = neutral_selection_prompt(mode, question, [c.response for c in candidates], order)
+        style = self.settings.selection
+        prompt, order = selection_turn(mode, question, candidates, style, f"{sample.id}|{model.spec}")
         reply = await model.chat((Message("user", prompt),), params)
-        index, rule = parse_label(reply.text, len(order))
-        return candidates[order[0 if index is None else index]], {
-            "rule": rule, "reply": reply.text, "style": "neutral", "shown": [candidates[i].level for i in order]}
+        index, rule = read_selection(mode, reply.text, candidates, style, order)
+        return candidates[index], {"rule": rule, "reply": reply.text, "style": style,
+                                   "shown": [candidates[i].level for i in order]}
 
     async def solve(self, sample: Sample, models: Models) -> dict[str, Any]:
         mode, question = self.settings.mode, sample.input["question"]
@@ -382,10 +377,8 @@ class FinTradeBenchTask(Task):
         example = example_scores()
         parsed = [r for r in scored if r.score.parsed and isinstance(r.score.extracted, Mapping)]
         echoes = sum(1 for r in parsed if r.score.extracted.get("scores") == example)
-        if parsed and echoes * 2 > len(parsed):
-            notes.append(f"{echoes} of {len(parsed)} verdicts give exactly the rubric example's scores "
-                         f"({'/'.join(str(v) for v in example.values())}): the judge is likely copying the "
-                         "example rather than grading; use a stronger judge")
+        if copied := rubric_copy_note(echoes, len(parsed)):
+            notes.append(copied)
         over = [r.id for r in parsed if int(r.score.extracted.get("found_count") or 0)
                 > int(r.score.extracted.get("total_golden") or 1)]
         if over:
@@ -406,8 +399,8 @@ class FinTradeBenchTask(Task):
                     not in (None, "single-level", "fallback-first")
                     and ((r.prediction or {}).get("selection") or {}).get("style", "official") == "official"]
         copies = sum(1 for r in selected if (r.prediction or {}).get("level") == example_level)
-        if selected and copies * 2 > len(selected):
-            notes.append(example_copy_note(copies, len(selected), example_id, example_level))
+        if copied := example_copy_note(copies, len(selected), example_id, example_level):
+            notes.append(copied)
         if no_data:
             notes.append(f"{no_data} sample(s) name a ticker without data in the corpus (context says so)")
         if fallback:

@@ -46,7 +46,7 @@ from ....data.errors import DataError
 from ....data.io import iter_jsonl, read_text
 from ....rating.compare import compare_ratings
 from ....stats import Estimate
-from ..judge import example_scores
+from ..judge import example_scores, rubric_copy_note
 from ..questions import CATEGORIES, category_of
 
 JUDGE_SCORE_KEYS: Mapping[str, str] = {"correctness": "correctness", "reasoning_depth": "reasoning",
@@ -384,12 +384,9 @@ class Calibration:
             notes.append(f"{self.judge_unparseable} human items were unparseable for the judge")
         if self.unmapped:
             notes.append(f"rubric scores with no judge counterpart left out: {dict(self.unmapped)}")
-        if self.items and self.rubric_example_items * 2 > self.items:
-            example = "/".join(str(v) for v in rubric_example().values())
-            notes.append(f"{self.rubric_example_items} of {self.items} judge verdicts are exactly the rubric's "
-                         f"example ({example}): the judge copies it rather than grading, so the table measures "
-                         "the example against the humans; use a stronger judge")
-        return notes
+        copied = rubric_copy_note(self.rubric_example_items, self.items,
+                                  ", so the table measures the example against the humans")
+        return notes + [copied] if copied else notes
 
     def cell(self, model: str = ALL, category: str = ALL, dimension: str = OVERALL) -> Agreement | None:
         return next((c for c in self.cells if (c.model, c.category, c.dimension) == (model, category, dimension)),

@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 from ....core.types import GenerateParams, Message
 from ..indicators import named_indicators
 from ..prompts import IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate
-from ..prompts import neutral_selection_prompt, parse_label, parse_selection, render, selection_prompt, shuffled_order
+from ..prompts import read_selection, render, selection_turn, shuffled_order
 from ..task import SELECTION_MAX_TOKENS
 
 L0 = "L0"
@@ -136,10 +136,13 @@ async def generate_candidates(handle: Any, question_id: str, question: str, trad
     return list(await asyncio.gather(*(one(i, level) for i, level in enumerate(levels))))
 
 
+def _order_key(candidates: Sequence[CandidateAnswer], seed: int) -> str:
+    return f"{seed}|{candidates[0].question_id}|{candidates[0].model}"
+
+
 def neutral_order(candidates: Sequence[CandidateAnswer], seed: int) -> list[int]:
     """Candidate positions in the order the neutral prompt shows them: seeded per (seed, question, model)."""
-    first = candidates[0]
-    return shuffled_order(len(candidates), f"{seed}|{first.question_id}|{first.model}")
+    return shuffled_order(len(candidates), _order_key(candidates, seed))
 
 
 async def self_select(handle: Any, question: str, candidates: Sequence[CandidateAnswer],
@@ -155,17 +158,10 @@ async def self_select(handle: Any, question: str, candidates: Sequence[Candidate
         return SelectedAnswer(first.question_id, first.model, first.candidate_index, first.level, first.text,
                               "single-candidate", None, style, (first.level,))
     params = GenerateParams(max_tokens=SELECTION_MAX_TOKENS, temperature=IDEAL_SELECTION_TEMPERATURE, seed=seed)
-    if style == "official":
-        shown = [Candidate(c.level, BUILD_PROMPT_IDS[c.level], c.text) for c in candidates]
-        reply = await handle.chat((Message("user", selection_prompt("ideal", question, shown)),), params)
-        chosen, rule = parse_selection("ideal", reply.text, shown)
-        order = list(range(len(candidates)))
-        picked = candidates[shown.index(chosen)]
-    else:
-        order = neutral_order(candidates, seed)
-        prompt = neutral_selection_prompt("ideal", question, [c.text for c in candidates], order)
-        reply = await handle.chat((Message("user", prompt),), params)
-        index, rule = parse_label(reply.text, len(order))
-        picked = candidates[order[0 if index is None else index]]
+    shown = [Candidate(c.level, BUILD_PROMPT_IDS[c.level], c.text) for c in candidates]
+    prompt, order = selection_turn("ideal", question, shown, style, _order_key(candidates, seed))
+    reply = await handle.chat((Message("user", prompt),), params)
+    index, rule = read_selection("ideal", reply.text, shown, style, order)
+    picked = candidates[index]
     return SelectedAnswer(picked.question_id, picked.model, picked.candidate_index, picked.level, picked.text, rule,
                           reply.text, style, tuple(candidates[i].level for i in order))

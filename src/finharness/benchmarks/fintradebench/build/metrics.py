@@ -548,9 +548,9 @@ def construction_metrics(out: str | Path, *, human_csv: str | Path | None = None
     if (out / "selected.jsonl").is_file():
         selection = self_selection(out)
         pooled = selection["models"].get(ALL)
-        if pooled and pooled["example_picks"] * 2 > pooled["official_picks"]:
-            notes.append(example_copy_note(pooled["example_picks"], pooled["official_picks"],
-                                           selection["example_id"], selection["example_level"]))
+        if pooled and (copied := example_copy_note(pooled["example_picks"], pooled["official_picks"],
+                                                   selection["example_id"], selection["example_level"])):
+            notes.append(copied)
     return ConstructionMetrics(str(out), accuracy, counts, per_model, macro_f1, judge_mae, macro_mae, scr, scr_models,
                                sensitivity, macro_s, composite(terms, weights), missing, selection, notes)
 
