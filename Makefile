@@ -5,13 +5,22 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup sysdeps model demo test test-all bench clean
+ENGINE_BUILD := $(BIN)/python src/finharness/backends/engine_build.py --python $(BIN)/python
 
-$(STAMP): pyproject.toml
+.PHONY: setup engine sysdeps model demo test test-all bench clean
+
+# The engine (llama-cpp-python) is compiled for this CPU without AMX and cached per machine
+# (src/finharness/backends/engine_build.py) before pip would build it its own way.
+$(STAMP): pyproject.toml src/finharness/backends/engine_build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(ENGINE_BUILD)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# Compile the engine again (e.g. after `finharness doctor` found it faulting) and install it.
+engine: $(STAMP)
+	$(ENGINE_BUILD) --force
 
 # Debian packages the tests use (bubblewrap isolates model-written code); installed when missing and root.
 sysdeps:
@@ -23,12 +32,15 @@ sysdeps:
 	  else echo "note: chromium missing and not root; the browser tests will skip"; fi; fi
 
 setup: $(STAMP) sysdeps model
+	@$(ENGINE_BUILD)
 
 # Assemble the embedded model once into the user cache (size and sha256 checked).
 model: $(STAMP)
 	$(BIN)/python -m finharness.backends.model_files embedded
 
+# The engine is checked first (in a subprocess): a broken build shows the doctor's table, not a crash.
 demo: setup
+	@$(BIN)/finharness doctor --engine-only >/dev/null 2>&1 || { $(BIN)/finharness doctor; exit 1; }
 	$(BIN)/finharness demo
 
 test: setup

@@ -68,6 +68,8 @@ BENCHES: dict[str, Bench] = {
                 lambda a: {"repeat": a.p7_repeat}),
     "P8": Bench("start-up and time to first request", Goal("<=", 0.5, "s"), "cli_bench:p8",
                 lambda a: {"repeat": a.p8_repeat}),
+    "P9": Bench("generation, 1 vs 4 vs 8 sequences batched", Goal(">=", 1.6), "engine_batching:p9",
+                lambda a: {"prompts": a.p9_prompts, "max_tokens": a.p9_max_tokens, "threads": a.threads}),
 }
 
 
@@ -95,6 +97,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--p6-pool-size", type=int, default=2)
     p.add_argument("--p7-repeat", type=int, default=1, help="passes over the files; the fastest counts")
     p.add_argument("--p8-repeat", type=int, default=5)
+    p.add_argument("--p9-prompts", type=int, default=8)
+    p.add_argument("--p9-max-tokens", type=int, default=64)
     p.add_argument("--child", help=argparse.SUPPRESS)  # internal: run this one P here, write its row
     p.add_argument("--row-file", type=Path, help=argparse.SUPPRESS)
     return p

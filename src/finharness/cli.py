@@ -390,6 +390,9 @@ def _print_results(results: dict[str, Any]) -> None:
                       f"unparseable {c.get('unparseable')}  truncated {c.get('truncated_samples')}  "
                       f"calls {c.get('calls')}  cache hits {c.get('cache_hits')}  retries {c.get('retries')}  "
                       f"failures {c.get('failures')}", highlight=False)
+        # the distinct reasons calls failed for good, so a crash or a refusal is read here, not looked for
+        for message in dict.fromkeys(c.get("failure_examples") or []):
+            console.print(f"failed call: {message}", highlight=False, soft_wrap=True)
     for note in results.get("notes", []):
         console.print(f"note: {note}", highlight=False)
 
@@ -618,6 +621,9 @@ def _register_extensions() -> None:
     from .ui.cli import register as register_ui
 
     register_ui(app)
+    from .doctor import register as register_doctor
+
+    register_doctor(app)
 
 
 _register_extensions()

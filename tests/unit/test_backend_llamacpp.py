@@ -15,14 +15,15 @@ import pytest
 from scipy.special import log_softmax
 
 from finharness.backends import embedded, llamacpp
-from finharness.backends.llamacpp import LlamaCppOptions, _evaluate, parse_spec
+from finharness.backends.llamacpp import LlamaCppOptions, parse_spec
+from finharness.backends.llamacpp_engine import _evaluate
 from finharness.backends.model_files import embedded_model
 from finharness.core.backend import BackendError, SpecError
 from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, messages
 
 # KV reuse vs a from-scratch evaluation: llama.cpp's CPU kernels round differently for
 # different batch shapes. The scoring context removes most of it (unrepacked weights, no
-# lone-token batches: see finharness.backends.llamacpp), leaving rows after the first of
+# lone-token batches: see finharness.backends.llamacpp_engine.Scorer), leaving rows after the first of
 # batches of 2-7 tokens, i.e. the evaluated part of short multi-token continuations.
 # Measured: 0 on this test's choices, up to 0.095 nats per continuation on 3-choice CFA items
 # (bench/ll_reuse.py); a wrong row or token shifts a sum by whole nats.
@@ -42,8 +43,8 @@ CHOICES = (" liquidity and default risk", " maturity", " expected inflation")
 def test_spec_options_are_parsed(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    path, options = parse_spec(f"llamacpp:{model}?n_ctx=1024&threads=3")
-    assert path == model and options == LlamaCppOptions(n_ctx=1024, threads=3)
+    path, options = parse_spec(f"llamacpp:{model}?n_ctx=1024&threads=3&parallel=4")
+    assert path == model and options == LlamaCppOptions(n_ctx=1024, threads=3, parallel=4)
     assert parse_spec(f"llamacpp:{model}")[1] == LlamaCppOptions()
 
 
@@ -107,19 +108,16 @@ def _generate(backend, max_tokens: int, **params) -> object:
     return asyncio.run(backend.generate(request))
 
 
-def _naive_logprobs(backend, request: LoglikelihoodRequest) -> tuple[list[float], list[bool]]:
-    """Reference: per continuation, a cleared cache and context + continuation evaluated at once."""
-    llm = backend._scoring_model()
+def _fresh(backend, request: LoglikelihoodRequest) -> dict:
+    """The engine's from-scratch reference: per continuation, an emptied cache and context + continuation
+    evaluated at once (and the most likely token after the context)."""
     context, continuations = backend.encode_request(request.context, request.continuations)
-    sums, greedy = [], []
-    for tokens in continuations:
-        llm.reset()
-        llm.eval(context + tokens)
-        rows = llm.scores[len(context) - 1:len(context) - 1 + len(tokens)].astype(np.float64)
-        sums.append(float(log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens].sum()))
-        greedy.append(bool((rows.argmax(-1) == tokens).all()))
-    llm.reset()
-    return sums, greedy
+    return asyncio.run(backend._engine_call("score_fresh", context, continuations))
+
+
+def _naive_logprobs(backend, request: LoglikelihoodRequest) -> tuple[list[float], list[bool]]:
+    fresh = _fresh(backend, request)
+    return fresh["logprobs"], fresh["greedy"]
 
 
 @pytest.mark.model
@@ -211,13 +209,8 @@ def test_kv_cache_is_reused_across_requests_sharing_the_context(backend):
 
 @pytest.mark.model
 def test_greedy_continuation_is_flagged(backend):
-    llm = backend._scoring_model()
-    context, _ = backend.encode_request(CONTEXT, ())
-    llm.reset()
-    llm.eval(context)
-    best = int(llm.scores[len(context) - 1].argmax())
-    llm.reset()
-    best_text = llm.detokenize([best]).decode()
+    best = _fresh(backend, LoglikelihoodRequest(CONTEXT, ()))["next_token"]
+    best_text = backend._tokenizer_model().detokenize([best]).decode()
     response = asyncio.run(backend.loglikelihood(LoglikelihoodRequest(CONTEXT, (best_text, " zebra"))))
     assert response.is_greedy == (True, False)
     assert response.logprobs[0] > response.logprobs[1] and math.isfinite(response.logprobs[1])
@@ -259,45 +252,20 @@ def test_prompt_cache_resumes_a_dialogue_after_another_prompt_ran_in_between():
         results = {}
         for model in (cached, plain):
             opening = turn(model, (first,))
-            turn(model, (other,))  # another role or dialogue takes the context in between
-            llm = model._generation_model()
-            evaluated: list[int] = []
-            real_eval = llm.eval
-            llm.eval = lambda tokens, real=real_eval: (evaluated.append(len(tokens)), real(tokens))[1]
+            turn(model, (other,))  # another role or dialogue takes the one slot in between
+            before = model.prompt_tokens_evaluated
             history = (first, ("assistant", opening.text), ("user", "And a second one?"))
             reply = turn(model, history)
-            del llm.eval
-            prompt_evaluated = evaluated[0]  # the prompt's evaluation comes before any decoded token
-            results[model.spec] = (reply, prompt_evaluated)
+            results[model.spec] = (reply, model.prompt_tokens_evaluated - before)
         reply, cached_eval = results[cached.spec]
         plain_reply, plain_eval = results[plain.spec]
         new_tokens = plain.count_tokens("And a second one?")
-        # Without the cache the context only shares the chat template's opening with `other`.
+        # Without the cache the slot only shares the chat template's opening with `other`.
         assert plain_eval > reply.prompt_tokens // 2
-        assert cached_eval <= new_tokens + 12  # the new user turn and the template's markers
+        # With it, the saved state of the first turn holds all but the new user turn (and the
+        # reply's last token, which was sampled but never evaluated).
+        assert cached_eval <= new_tokens + 12
         assert reply.text == plain_reply.text and reply.prompt_tokens == plain_reply.prompt_tokens
     finally:
         asyncio.run(cached.aclose())
         asyncio.run(plain.aclose())
-
-
-def test_prompt_cache_evicts_by_the_logits_copy_each_state_keeps():
-    from types import SimpleNamespace
-
-    from llama_cpp import LlamaRAMCache
-
-    from finharness.backends.llamacpp import counted_ram_cache
-
-    def state(i):  # as Llama.save_state makes it: a small llama.cpp state beside a big logits copy
-        return SimpleNamespace(llama_state_size=1_000, scores=np.zeros((4, 65_536), dtype=np.single),
-                               input_ids=np.arange(i + 1, dtype=np.intc))
-
-    capacity = 3 << 20  # room for two 1 MiB logits copies, not four
-    counted, plain = counted_ram_cache(capacity), LlamaRAMCache(capacity_bytes=capacity)
-    for cache in (counted, plain):
-        for i in range(4):
-            cache[tuple(range(i + 1))] = state(i)
-    assert len(plain.cache_state) == 4  # llama-cpp-python counts 4 x 1,000 bytes: nothing evicted
-    assert list(counted.cache_state) == [(0, 1, 2), (0, 1, 2, 3)]  # the oldest went first
-    assert counted.cache_size <= capacity
-

@@ -1,55 +1,47 @@
-"""A GGUF model run in-process by llama.cpp (llama-cpp-python).
+"""A GGUF model run by llama.cpp (llama-cpp-python) in a child process of the run.
 
 Spec: ``llamacpp:/path/model.gguf`` with optional query options, e.g.
-``llamacpp:/models/qwen.gguf?n_ctx=4096&threads=2`` (see `LlamaCppOptions`).
+``llamacpp:/models/qwen.gguf?n_ctx=4096&threads=2&parallel=4`` (see `LlamaCppOptions`).
 
-Two llama.cpp contexts share the memory-mapped weights, each created on first use:
+The run's process only tokenizes and renders chats (the GGUF's vocabulary and chat template; no
+kernel runs there). Decoding and scoring happen in an engine process (`llamacpp_engine`), so a
+segfault or illegal instruction in native code fails the calls in flight with an error that names
+the engine, its build and the fix, never the run: the run ends ``incomplete`` with every committed
+call kept, and the next call starts a fresh engine (at most `MAX_ENGINE_STARTS` per backend).
 
-- the *generation* context (``logits_all=False``) renders chats with the GGUF's own
-  chat template and decodes;
-- the *scoring* context (``logits_all=True``: it keeps the logits of every evaluated
-  position, which costs time and an n_ctx x vocabulary buffer) computes log-likelihoods,
-  and serves generations that ask for top logprobs.
-
-Log-likelihoods never use ``echo=True`` prompt logprobs: llama-cpp-python scores the
-first prompt token against nothing, which is wrong for models without a BOS token
-(Qwen). Instead the shared context is evaluated once, each continuation is evaluated
-on top of it, and its tokens are scored from the logits rows (see `_score_sync`).
-
-Reusing the KV cache gives the same numbers as evaluating every choice from scratch only
-if a position's logits do not depend on how the tokens were split into batches. On CPU,
-weights repacked for llama.cpp's matrix-matrix kernels break that everywhere (rows are
-computed in groups of four, the remainder by other kernels: up to 0.25 in a logit), and so
-do lone-token batches (matrix-vector kernels). The scoring context therefore loads its
-weights unrepacked (they then also stay memory-mapped, shared with the generation context)
-and never decodes a lone token (`_evaluate`). Measured with llama-cpp-python 0.3.36 on x86:
-every row of a batch of 8 or more tokens is then bit-identical to a from-scratch
-evaluation, so one-token continuations (option letters) score exactly; in batches of 2-7
-tokens the rows after the first still differ slightly (up to 0.1 nats on a continuation).
+Generation decodes up to ``parallel`` sequences together in one llama.cpp batch (continuous
+batching); log-likelihoods come from a second context that keeps every position's logits. See
+`llamacpp_engine` for both, and for why the log-likelihoods are exact.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
+import itertools
 import json
+import multiprocessing
 import os
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Mapping
 from urllib.parse import parse_qsl
-
-import numpy as np
 
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.types import (
     GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob)
 from ..data.io import atomic_write_text
+from .llamacpp_engine import CRASH_SWITCH, EngineConfig
 from .model_files import cache_dir, file_sha256
 
-_T = TypeVar("_T")
+MAX_ENGINE_STARTS = 3
+"""Engine processes one backend starts before it stops restarting a crashing engine."""
 
 SCHEME = "llamacpp"
 
@@ -71,17 +63,18 @@ class LlamaCppOptions:
     """Layers offloaded to a GPU when llama.cpp was built with one (-1: all)."""
 
     prompt_cache_mb: int = 0
-    """RAM (MiB) for saved states of earlier generations (llama-cpp-python's LlamaRAMCache); 0: off.
+    """RAM (MiB) for saved KV states of finished generations; 0: off.
 
-    llama.cpp always reuses the prefix the context holds from the last call; with this cache a
-    prompt that extends any saved state (a dialogue's next turn after another role or dialogue
-    ran in between) also evaluates only its new tokens. A state holds its KV entries and a copy
-    of the n_batch x vocabulary logits buffer (about 300 MiB for Qwen at n_batch 512), so give
-    a few GiB (counted in full: see `counted_ram_cache`). Not part of the identity: like the
-    built-in prefix reuse it changes which tokens are evaluated, not the request -- but, as with
-    that reuse, llama.cpp's CPU kernels round
-    differently for different batch shapes, so a reply can differ from the one a cold context
-    gives (bench/prompt_cache.py: 10 of 12 dialogue turns identical on the 0.5B)."""
+    The engine always reuses the prefix a free slot still holds from its last request; with this
+    cache a prompt that extends any saved state (a dialogue's next turn after other dialogues took
+    every slot) also evaluates only its new tokens. Not part of the identity: it changes which
+    tokens are evaluated, not the request -- but llama.cpp's CPU kernels round differently for
+    different batch shapes, so a reply can differ slightly from the one a cold context gives."""
+
+    parallel: int = 0
+    """Sequences the engine decodes together in one batch (continuous batching); 0: as many as the run
+    keeps in flight (`--concurrency`), else 1. Not part of the identity; batched greedy replies can
+    differ from single-stream ones where two tokens are nearly tied (bench/engine_batching.py)."""
 
     @classmethod
     def from_query(cls, query: str, *, spec: str) -> LlamaCppOptions:
@@ -105,26 +98,6 @@ class LlamaCppOptions:
         return self.threads or os.cpu_count() or 1
 
 
-def state_bytes(state: Any) -> int:
-    """RAM one saved llama-cpp-python state holds: the llama.cpp state (KV entries, output logits) and the
-    copies of the logits buffer and of the token ids that `Llama.save_state` keeps beside it."""
-    return int(state.llama_state_size) + int(state.scores.nbytes) + int(state.input_ids.nbytes)
-
-
-def counted_ram_cache(capacity_bytes: int) -> Any:
-    """llama-cpp-python's LlamaRAMCache, evicting by what its states really hold. Its own size counts only
-    the llama.cpp state, not the n_batch x vocabulary logits copy of each state (~300 MiB for Qwen), so a
-    '2,000 MiB' cache of short dialogue states grew past 20 GiB and a UCFE run was killed for memory."""
-    from llama_cpp import LlamaRAMCache
-
-    class CountedRAMCache(LlamaRAMCache):
-        @property
-        def cache_size(self) -> int:
-            return sum(state_bytes(state) for state in self.cache_state.values())
-
-    return CountedRAMCache(capacity_bytes=capacity_bytes)
-
-
 def parse_spec(spec: str) -> tuple[Path, LlamaCppOptions]:
     """'llamacpp:PATH[?opt=value&...]' -> (path, options); the file must exist."""
     scheme, sep, rest = spec.partition(":")
@@ -142,8 +115,130 @@ def from_spec(spec: str) -> LlamaCppBackend:
     return LlamaCppBackend(path, spec=spec, options=options)
 
 
+def engine_build_description() -> str:
+    """The installed engine and how it was built: version, llama.cpp's CPU feature line, build key."""
+    import llama_cpp
+
+    features = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+    enabled = " ".join(part.split("=")[0].strip() for part in features.replace("CPU :", "|").split("|")
+                       if part.strip().endswith("= 1"))
+    stamp = Path(sys.prefix) / ".finharness-engine-build"
+    built = (f"finharness build {stamp.read_text(encoding='utf-8').strip()}" if stamp.is_file()
+             else "not built by finharness")
+    return f"llama-cpp-python {metadata.version('llama_cpp_python')}, CPU features {enabled or features}, {built}"
+
+
+REBUILD_HINT = (f"rebuild it for this CPU without AMX: `{sys.executable} -m finharness.backends.engine_build --force` "
+                "(or `make engine`), then check with `finharness doctor`")
+
+
+class EngineProcess:
+    """One engine child process and the calls it is running; a reader thread resolves their futures."""
+
+    def __init__(self, config: EngineConfig, *, label: str, first: bool = True):
+        self.config = config
+        self.label = label
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._closing = False
+        self._stderr = tempfile.TemporaryFile()
+        parent_end, child_end = multiprocessing.Pipe(duplex=True)
+        self._conn = parent_end
+        env = dict(os.environ)
+        if not first and not env.get(CRASH_SWITCH, "").endswith(":every"):
+            env.pop(CRASH_SWITCH, None)  # the test switch crashes the first engine only, unless told every one
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "finharness.backends.llamacpp_engine", str(child_end.fileno()),
+             json.dumps(asdict(config))],
+            pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
+            env=env)
+        child_end.close()
+        self.alive = True
+        self.failure: BackendError | None = None
+        self._reader = threading.Thread(target=self._read, name=f"engine-{self.process.pid}", daemon=True)
+        self._reader.start()
+
+    def submit(self, kind: str, *payload: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if not self.alive:
+                raise self.failure or BackendError(f"{self.label}: the engine process is closed")
+            request_id = next(self._ids)
+            self._pending[request_id] = future
+            try:
+                self._conn.send((kind, request_id, *payload))
+            except OSError:
+                self._pending.pop(request_id, None)
+                future.set_exception(BackendError(f"{self.label}: the engine process is gone", kind="engine_crash"))
+        return future
+
+    def _read(self) -> None:
+        while True:
+            try:
+                request_id, status, value = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                future = self._pending.pop(request_id, None)
+            if future is None or future.done():
+                continue
+            if status == "ok":
+                future.set_result(value)
+            else:
+                future.set_exception(BackendError(f"{self.label}: llama.cpp: {value}"))
+        code = self.process.wait()
+        with self._lock:
+            self.alive = False
+            pending, self._pending = self._pending, {}
+            if not self._closing:
+                self.failure = self._crash_error(code, len(pending))
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(self.failure or BackendError(f"{self.label}: the engine process closed"))
+
+    def _crash_error(self, code: int, in_flight: int) -> BackendError:
+        if code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name} ({signal.strsignal(-code)})"
+            except ValueError:
+                how = f"signal {-code}"
+        else:
+            how = f"exit code {code}"
+        try:
+            build = engine_build_description()
+        except Exception as err:  # the description is a courtesy: never hide the crash behind it
+            build = f"build unknown ({err})"
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-600:].decode("utf-8", errors="replace").strip()
+        message = (f"{self.label}: the llama.cpp engine process (pid {self.process.pid}; {build}) died with {how} "
+                   f"with {in_flight} call(s) in flight. Those calls failed; every call already stored is kept "
+                   "and the same command resumes the run. A native crash like this usually means the engine "
+                   f"was built with CPU instructions this machine cannot run: {REBUILD_HINT}.")
+        if tail:
+            message += f" Engine output: {tail}"
+        return BackendError(message, kind="engine_crash")
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            self._closing = True
+            if self.alive:
+                try:
+                    self._conn.send(("close",))
+                except OSError:
+                    pass
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=timeout)
+        self._conn.close()
+        self._stderr.close()
+
+
 class LlamaCppBackend(BaseBackend):
-    """A GGUF model in-process; one llama.cpp call at a time per model."""
+    """A GGUF model served by an engine child process; tokens and chat rendering in this process."""
 
     def __init__(self, model_path: str | Path, *, spec: str | None = None,
                  options: LlamaCppOptions = LlamaCppOptions(), model_sha256: str | None = None):
@@ -151,67 +246,66 @@ class LlamaCppBackend(BaseBackend):
         self.spec = spec or f"{SCHEME}:{self.model_path}"
         self.options = options
         self._model_sha256 = model_sha256
+        self._slots = max(1, options.parallel)
         self.capabilities = Capabilities(
             generate=True, loglikelihood=True, next_token_logprobs=True,
-            context_length=options.n_ctx, max_concurrency=1, penalties=True, seed=True)
-        # Threading locks, taken inside the worker thread: a cancelled await must not release
-        # the model while its llama.cpp call is still running. Tokenizing and reading metadata
-        # need no call lock (llama.cpp's vocabulary is read-only), only a loaded model.
-        self._call_lock = threading.Lock()
-        self._load_lock = threading.Lock()
-        self._generator: Any = None  # llama_cpp.Llama, logits_all=False
-        self._scorer: Any = None  # llama_cpp.Llama, logits_all=True
-        self._vocab: Any = None  # llama_cpp.Llama, vocab_only=True (tokens and metadata)
+            context_length=options.n_ctx, max_concurrency=self._slots, penalties=True, seed=True)
+        self._lock = threading.Lock()
+        self._engine: EngineProcess | None = None
+        self._engine_starts = 0
+        self._vocab: Any = None  # llama_cpp.Llama, vocab_only=True (tokens, metadata, chat template)
+        self.prompt_tokens_evaluated = 0
+        """Prompt tokens the engine evaluated for this backend's generations (the rest came from its KV reuse)."""
 
-    # --- loading -----------------------------------------------------------------------------
+    # --- the engine process ------------------------------------------------------------------
 
-    def _load(self, *, logits_all: bool) -> Any:
-        import llama_cpp  # imported late: it loads a shared library
+    def plan_concurrency(self, calls_in_flight: int) -> None:
+        """The run keeps this many calls in flight: without ?parallel=, decode that many sequences together."""
+        with self._lock:
+            if self.options.parallel == 0 and self._engine is None and calls_in_flight > self._slots:
+                self._slots = calls_in_flight
+                self.capabilities = replace(self.capabilities, max_concurrency=calls_in_flight)
 
-        try:
-            with _weights_unrepacked() if logits_all else contextlib.nullcontext():
-                return llama_cpp.Llama(
-                    model_path=str(self.model_path), n_ctx=self.options.n_ctx,
-                    n_batch=self.options.n_batch, n_threads=self.options.n_threads,
-                    n_gpu_layers=self.options.n_gpu_layers, logits_all=logits_all, verbose=False)
-        except (ValueError, RuntimeError) as err:
-            raise BackendError(f"{self.spec}: llama.cpp could not load {self.model_path}: {err}") from err
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(model_path=str(self.model_path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
+                            n_threads=self.options.n_threads, n_gpu_layers=self.options.n_gpu_layers,
+                            slots=self._slots, prompt_cache_mb=self.options.prompt_cache_mb)
 
-    def _generation_model(self) -> Any:
-        with self._load_lock:
-            if self._generator is None:
-                self._generator = self._load(logits_all=False)
-                if self.options.prompt_cache_mb > 0:
-                    self._generator.set_cache(counted_ram_cache(self.options.prompt_cache_mb << 20))
-            return self._generator
+    def _running_engine(self) -> EngineProcess:
+        with self._lock:
+            engine = self._engine
+            if engine is not None and engine.alive:
+                return engine
+            if self._engine_starts >= MAX_ENGINE_STARTS:
+                raise BackendError(
+                    f"{self.spec}: the llama.cpp engine process died {self._engine_starts} times; not starting it "
+                    f"again. Last failure: {engine.failure if engine else 'unknown'}", kind="engine_crash")
+            if engine is not None:
+                engine.close(timeout=1.0)
+            self._engine_starts += 1
+            self._engine = EngineProcess(self.engine_config(), label=self.spec, first=self._engine_starts == 1)
+            return self._engine
 
-    def _scoring_model(self) -> Any:
-        with self._load_lock:
-            if self._scorer is None:
-                self._scorer = self._load(logits_all=True)
-            return self._scorer
+    async def _engine_call(self, kind: str, *payload: Any) -> Any:
+        return await asyncio.wrap_future(self._running_engine().submit(kind, *payload))
 
-    def _tokenizer_model(self) -> Any:
-        """Any loaded context serves for tokens and metadata; else a vocabulary-only load (cheap,
-        so a fully cached rerun never loads the weights)."""
-        loaded = self._scorer if self._scorer is not None else self._generator
-        if loaded is not None:
-            return loaded
-        with self._load_lock:
-            if self._vocab is None:
-                import llama_cpp
-
-                self._vocab = llama_cpp.Llama(model_path=str(self.model_path), vocab_only=True, verbose=False)
-            return self._vocab
-
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        def locked() -> _T:
-            with self._call_lock:
-                return fn(*args)
-
-        return await asyncio.to_thread(locked)
+    def engine_info(self, timeout: float = 120.0) -> dict[str, Any]:
+        """The engine process's pid and llama.cpp's CPU feature line (starts the engine)."""
+        return self._running_engine().submit("info").result(timeout=timeout)
 
     # --- identity and tokens -----------------------------------------------------------------
+
+    def _tokenizer_model(self) -> Any:
+        """A vocabulary-only load: tokens, metadata and chat template, no weights and no kernels."""
+        with self._lock:
+            if self._vocab is None:
+                import llama_cpp  # imported late: it loads a shared library
+
+                try:
+                    self._vocab = llama_cpp.Llama(model_path=str(self.model_path), vocab_only=True, verbose=False)
+                except (ValueError, RuntimeError) as err:
+                    raise BackendError(f"{self.spec}: llama.cpp could not read {self.model_path}: {err}") from err
+            return self._vocab
 
     def chat_template(self) -> str | None:
         """The GGUF's 'tokenizer.chat_template' metadata, None when the file has none."""
@@ -251,9 +345,6 @@ class LlamaCppBackend(BaseBackend):
 
     # --- generation --------------------------------------------------------------------------
 
-    async def generate(self, request: GenerateRequest) -> GenerateResponse:
-        return await self._run(self._generate_sync, request)
-
     def _render_chat(self, llm: Any, request: GenerateRequest) -> str:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -272,14 +363,9 @@ class LlamaCppBackend(BaseBackend):
         rendered = formatter(messages=[{"role": m.role, "content": m.content} for m in request.messages])
         return rendered.prompt
 
-    def _generate_sync(self, request: GenerateRequest) -> GenerateResponse:
-        params = request.params
-        # llama-cpp-python only returns logprobs from a logits_all context.
-        llm = self._scoring_model() if params.top_logprobs > 0 else self._generation_model()
-        if llm is self._scorer:
-            # Scoring moves n_tokens without a decode, so the context's current logits may not
-            # belong to the last cached token: make create_completion evaluate from scratch.
-            llm.reset()
+    def render_tokens(self, request: GenerateRequest) -> tuple[str, list[int]]:
+        """The prompt as the model sees it: text (chat template applied) and token ids."""
+        llm = self._tokenizer_model()
         prompt_text = self._render_chat(llm, request)
         prompt_tokens = llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
         bos = llm.token_bos()
@@ -287,34 +373,30 @@ class LlamaCppBackend(BaseBackend):
             # Templates that do not write the BOS themselves get it here, as llama.cpp server does.
             prompt_tokens = [bos, *prompt_tokens]
             prompt_text = llm.detokenize([bos], special=True).decode("utf-8", "replace") + prompt_text
+        return prompt_text, prompt_tokens
+
+    async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        params = request.params
+        prompt_text, prompt_tokens = self.render_tokens(request)
         if len(prompt_tokens) >= self.options.n_ctx:
             raise BackendError(
                 f"{self.spec}: the prompt has {len(prompt_tokens)} tokens, the context window "
                 f"n_ctx={self.options.n_ctx}; shorten the prompt or raise n_ctx (?n_ctx=...)")
         sampled = params.temperature > 0
-        try:
-            # Pre-tokenized prompt: llama-cpp-python adds no BOS of its own to a token list.
-            # top_k=0 and min_p=0 switch off llama.cpp's extra samplers so that temperature and
-            # top_p mean what they mean in the OpenAI API.
-            result = llm.create_completion(
-                prompt_tokens, max_tokens=params.max_tokens, temperature=params.temperature,
-                top_p=params.top_p if sampled else 1.0, top_k=0, min_p=0.0, repeat_penalty=1.0,
-                stop=list(params.stop), seed=params.seed,
-                frequency_penalty=params.frequency_penalty, presence_penalty=params.presence_penalty,
-                logprobs=params.top_logprobs or None)
-        except (ValueError, RuntimeError) as err:
-            raise BackendError(f"{self.spec}: llama.cpp generation failed: {err}") from err
-        choice = result["choices"][0]
-        usage = result["usage"]
+        # temperature and top_p mean what they mean in the OpenAI API (no top_k, min_p or repeat penalty).
+        engine_params = {
+            "max_tokens": params.max_tokens, "temperature": params.temperature,
+            "top_p": params.top_p if sampled else 1.0, "stop": list(params.stop), "seed": params.seed,
+            "frequency_penalty": params.frequency_penalty, "presence_penalty": params.presence_penalty,
+            "top_logprobs": params.top_logprobs}
+        result = await self._engine_call("generate", prompt_tokens, engine_params)
+        self.prompt_tokens_evaluated += result["prompt_evaluated"]
         return GenerateResponse(
-            text=choice["text"], finish_reason=choice["finish_reason"] or "stop",
-            prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"],
-            prompt_text=prompt_text, logprobs=_token_logprobs(choice.get("logprobs")))
+            text=result["text"], finish_reason=result["finish_reason"],
+            prompt_tokens=result["prompt_tokens"], completion_tokens=result["completion_tokens"],
+            prompt_text=prompt_text, logprobs=_token_logprobs(result["logprobs"]))
 
     # --- log-likelihood ----------------------------------------------------------------------
-
-    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
-        return await self._run(self._score_sync, request)
 
     def encode_request(self, context: str, continuations: tuple[str, ...]) -> tuple[list[int], list[list[int]]]:
         """Token ids of the shared context and of each continuation, split as lm-eval splits them.
@@ -342,10 +424,7 @@ class LlamaCppBackend(BaseBackend):
                 continuation_tokens.append(self._tokenize(moved + continuation, add_bos=False))
         return context_tokens, continuation_tokens
 
-    def _score_sync(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
-        import llama_cpp
-
-        llm = self._scoring_model()
+    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         context_tokens, continuation_tokens = self.encode_request(request.context, request.continuations)
         n_context = len(context_tokens)
         if any(not tokens for tokens in continuation_tokens):
@@ -358,96 +437,30 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: context ({n_context} tokens) + longest continuation needs {positions} "
                 f"positions, more than n_ctx={self.options.n_ctx}; shorten the context or raise n_ctx "
                 "(?n_ctx=...)")
-        from scipy.special import log_softmax  # here, not at import: scipy costs ~1 s of start-up
-
-        try:
-            # KV reuse across requests: keep the longest prefix of the context that is already
-            # evaluated; its logits rows in llm.scores stay valid.
-            reused = min(llama_cpp.Llama.longest_token_prefix(llm.input_ids[:llm.n_tokens].tolist(),
-                                                              context_tokens), n_context)
-            evaluated = _evaluate(llm, context_tokens, reused, n_context)
-            logprobs, greedy = [], []
-            for tokens in continuation_tokens:
-                # The last continuation token's own logits are never needed: only the rows
-                # before each token score it. One-token continuations cost no evaluation at all.
-                evaluated += _evaluate(llm, context_tokens + tokens, n_context, n_context + len(tokens) - 1)
-                rows = llm.scores[n_context - 1:n_context - 1 + len(tokens)].astype(np.float64)
-                token_logprobs = log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens]
-                logprobs.append(float(token_logprobs.sum()))
-                greedy.append(bool((rows.argmax(axis=-1) == np.asarray(tokens)).all()))
-        except (ValueError, RuntimeError) as err:
-            llm.n_tokens = 0  # the KV state is unknown after a failed decode: reuse nothing
-            raise BackendError(f"{self.spec}: llama.cpp evaluation failed: {err}") from err
+        result = await self._engine_call("score", context_tokens, continuation_tokens)
         return LoglikelihoodResponse(
-            logprobs=tuple(logprobs), is_greedy=tuple(greedy),
+            logprobs=tuple(result["logprobs"]), is_greedy=tuple(result["greedy"]),
             continuation_tokens=tuple(len(t) for t in continuation_tokens),
-            context_tokens=n_context, tokens_evaluated=evaluated)
+            context_tokens=n_context, tokens_evaluated=result["evaluated"])
 
     # --- lifetime ----------------------------------------------------------------------------
 
-    def _close_sync(self) -> None:
-        with self._load_lock:
-            for llm in (self._generator, self._scorer):
-                if llm is not None:
-                    llm.close()
-            self._generator = self._scorer = None
+    def close(self) -> None:
+        with self._lock:
+            engine, self._engine = self._engine, None
+            if self._vocab is not None:
+                self._vocab.close()
+                self._vocab = None
+        if engine is not None:
+            engine.close()
 
     async def aclose(self) -> None:
-        await self._run(self._close_sync)
+        await asyncio.to_thread(self.close)
 
 
-@contextlib.contextmanager
-def _weights_unrepacked() -> Iterator[None]:
-    """Load a llama_cpp.Llama with llama.cpp's `use_extra_bufts` off (no weight repacking).
-
-    llama-cpp-python 0.3.36 has no Llama() argument for it, so the default model parameters
-    it starts from are wrapped for the duration of the load (callers hold the load lock)."""
-    import llama_cpp.llama as llama_module
-
-    low_level = llama_module.llama_cpp
-    original = low_level.llama_model_default_params
-
-    def unrepacked_defaults() -> Any:
-        params = original()
-        params.use_extra_bufts = False
-        return params
-
-    low_level.llama_model_default_params = unrepacked_defaults
-    try:
-        yield
-    finally:
-        low_level.llama_model_default_params = original
-
-
-def _evaluate(llm: Any, sequence: list[int], start: int, end: int) -> int:
-    """Evaluate sequence[start:end] on top of the KV cells of sequence[:start]; returns the
-    number of tokens evaluated.
-
-    No batch holds a lone token: llama.cpp computes one token with matrix-vector kernels
-    whose rounding differs from the batched ones, so a lone token steps back to re-evaluate
-    its predecessor with it, and no n_batch split leaves one token over."""
-    if end <= start:
-        llm.n_tokens = start
-        return 0
-    if end - start == 1 and start > 0:
-        start -= 1
-    llm.n_tokens = start  # llm.eval drops the KV cells from n_tokens on before it decodes
-    position = start
-    while position < end:
-        size = min(llm.n_batch, end - position)
-        if end - position - size == 1 and size > 2:
-            size -= 1
-        llm.eval(sequence[position:position + size])
-        position += size
-    return end - start
-
-
-def _token_logprobs(raw: Mapping[str, Any] | None) -> tuple[TokenLogprob, ...] | None:
-    """llama-cpp-python's OpenAI-style completion logprobs -> TokenLogprob per generated token."""
+def _token_logprobs(raw: list[Any] | None) -> tuple[TokenLogprob, ...] | None:
+    """The engine's (token, logprob, [(token, logprob)...]) per generated token -> TokenLogprob."""
     if not raw:
         return None
-    return tuple(
-        TokenLogprob(token=token, logprob=float(logprob),
-                     top=tuple(sorted(((t, float(lp)) for t, lp in (top or {}).items()),
-                                      key=lambda item: -item[1])))
-        for token, logprob, top in zip(raw["tokens"], raw["token_logprobs"], raw["top_logprobs"]))
+    return tuple(TokenLogprob(token=token, logprob=float(logprob), top=tuple((t, float(lp)) for t, lp in top))
+                 for token, logprob, top in raw)

@@ -16,7 +16,7 @@ def split_options(spec: str, allowed: set[str]) -> tuple[str, dict[str, str]]:
     return base, options
 
 
-RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "concurrency", "timeout", "key_env"})
+RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "parallel", "concurrency", "timeout", "key_env"})
 """Options that change how calls run, never what a model answers to a request (none is in a backend's
 identity): a model's name in match files and ratings leaves them out."""
 

@@ -115,5 +115,10 @@ class BaseBackend:
     def count_tokens(self, text: str) -> int | None:
         return None
 
+    def plan_concurrency(self, calls_in_flight: int) -> None:
+        """Told once, before the first call, how many calls a run will keep in flight (an engine that
+        batches sizes itself by it). Optional: the runner calls it only where a backend has it."""
+        return None
+
     async def aclose(self) -> None:
         return None

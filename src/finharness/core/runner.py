@@ -129,6 +129,9 @@ def shared_model_state(backend: Backend, concurrency: int | None = None) -> dict
             count_shrink(counters, limiter)
 
     limit = concurrency or backend.capabilities.max_concurrency or 1
+    plan = getattr(backend, "plan_concurrency", None)  # optional: a Backend need not have it
+    if plan is not None:
+        plan(limit)
     return {"limiter": AdaptiveLimiter(limit, on_shrink=on_shrink), "identity": dict(backend.identity()),
             "counters": runs, "backend": backend}  # the backend keeps its id() (the key) from being reused
 
