@@ -20,15 +20,22 @@ back the last commits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
+import os
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): opens are not serialised there (see _opening)
+    fcntl = None  # type: ignore[assignment]
 
 SCHEMA_VERSION = 1
 
@@ -116,8 +123,31 @@ def content_key_of_canonical(*canonical_parts: str) -> str:
     return hashlib.sha256(("[" + ",".join(canonical_parts) + "]").encode("utf-8")).hexdigest()
 
 
+@contextlib.contextmanager
+def _opening(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the sidecar `<store>.lock` while a store is switched into WAL and migrated.
+
+    The busy timeout cannot cover the WAL switch: it reads the header, then asks for the write lock,
+    and SQLite answers SQLITE_BUSY at once, without waiting, to a connection that holds a read lock
+    while asking (two such waiters would deadlock). So processes opening a new store together failed
+    with 'database is locked'; one at a time, each finds the work done or does it alone. A sidecar
+    file, not the database: closing any descriptor of the database drops this process's SQLite locks
+    on it. The kernel drops a flock with its holder's last descriptor, so a killed opener leaves none.
+    """
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close
+        yield
+    finally:
+        os.close(fd)
+
+
 class RunStore:
-    """A SQLite file shared by any number of runs (and processes: WAL + busy timeout)."""
+    """A SQLite file shared by any number of runs (and processes: WAL + busy timeout). Any number of
+    processes may create or open one store at once (the WAL switch and the migration are serialised)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -125,9 +155,6 @@ class RunStore:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
                                      isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=60000")
         self._queued: list[tuple[str, tuple]] = []
         """Writes made inside an event loop and not committed yet, in order (see the module docstring)."""
         self._queued_calls: dict[str, tuple[str, float]] = {}
@@ -136,16 +163,33 @@ class RunStore:
         self._batch: asyncio.Future[None] | None = None
         """Resolved when the loop-iteration commit of the queued rows is done (None: none scheduled)."""
         self._batch_loop: asyncio.AbstractEventLoop | None = None
-        self._migrate()
+        try:
+            self._conn.execute("PRAGMA busy_timeout=60000")  # as connect(timeout=): before any statement that locks
+            with _opening(self.path):
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _schema_version(self) -> int:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise RuntimeError(f"{self.path}: store schema v{version} is newer than this finharness "
+                               f"(v{len(MIGRATIONS)}); upgrade finharness")
+        return version
 
     def _migrate(self) -> None:
+        """Bring the schema up to date. A store already current needs no write lock (opening it never
+        waits for another run's commit); otherwise the version is read again inside the write
+        transaction, so a migration another opener committed meanwhile is not applied twice."""
         with self._lock:
+            if self._schema_version() == len(MIGRATIONS):
+                return
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > len(MIGRATIONS):
-                    raise RuntimeError(f"{self.path}: store schema v{version} is newer than this finharness "
-                                       f"(v{len(MIGRATIONS)}); upgrade finharness")
+                version = self._schema_version()
                 for i in range(version, len(MIGRATIONS)):
                     for statement in MIGRATIONS[i].split(";"):
                         if statement.strip():
