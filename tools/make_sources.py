@@ -196,6 +196,38 @@ DATASETS: tuple[Spec, ...] = (
                "configs/datasets/CFinBench/*/cfinbench_gen_*.py and the README table (see its _source key)",),
     ),
     Spec(
+        name="ucfe-release",
+        description="UCFE's official code that holds its prompts and rating (follow-up templates, judge, Elo).",
+        repository="TobyYang7/UCFE-Benchmark", commit="6f6e54f", licence="Apache-2.0",
+        layout="run_ckpt.py (simulation loop, follow-up templates), eval_elo.py (judge call, Elo), "
+               "user_simulator.py; read as data by the prompt regression tests, never imported",
+        local_dir="ucfe/", include=r"release/.*",
+        rules=(Rule(r"release/(run_ckpt|eval_elo)\.py", r"\1.py"),
+               Rule(r"release/user_simulator\.py", r"utils/user_simulator.py")),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",),
+    ),
+    Spec(
+        name="fintradebench-release",
+        description="FinTradeBench's release scripts that hold its prompts and definitions.",
+        repository="fintradebench-anonymous/PaperSubmission", commit="a6134bb", licence="none stated",
+        layout="generate_benchmark_responses.py, run_snowflake_rag_pipeline.py (TELeR prompts, self-selection), "
+               "evaluate_rag_pipeline.py, evaluate_llm_as_judge.py (judges), generate_question_variants.py "
+               "(scaling), compute_financial_signals.py (signals); read as data (they import cloud SDKs)",
+        local_dir="fintradebench/", include=r"release/.*",
+        rules=(Rule(r"release/(.*)", r"\1"),),
+        notes=("commit is the short id given with the copy; the full 40-hex id was not found",),
+    ),
+    Spec(
+        name="cfinbench-release",
+        description="CFinBench's OpenCompass-fork configs (prompts, retrievers, PPL templates) and its loader.",
+        repository="yanbinwei/CFinBench-Eval", commit="9364f1b5eb5dbfa2dc425db3b469649f68734cbb",
+        licence="Apache-2.0",
+        layout="configs/datasets/CFinBench/{zero_shot,few_shot}/cfinbench_{gen,ppl}_*.py; "
+               "opencompass/datasets/cfinbench.py (loader and evaluator)",
+        local_dir="cfinbench/", include=r"release/.*",
+        rules=(Rule(r"release/(.*)", r"\1"),),
+    ),
+    Spec(
         name="ideafinbench",
         description="IDEAFinBench: CFA L1 (val 1,220), CFA L2 (val 664), CPA single (val 1,414) and "
                     "multi-answer (val 1,142) exams.",
