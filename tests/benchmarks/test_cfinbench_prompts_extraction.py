@@ -39,7 +39,8 @@ def test_few_shot_note_placement():
         assert few.replace(FEW_SHOT_NOTE, "") == plain
         anchor = "题目如下：" if question_type == "judgment" else "\n题目如下："
         assert few.endswith(FEW_SHOT_NOTE + anchor)
-    assert official_loglikelihood_string("single_choice", "金融学", "Q", "C").endswith("\nQ\n答案: C")
+    # the release PPL template is a raw f-string: a literal backslash-n after the instruction
+    assert official_loglikelihood_string("single_choice", "金融学", "Q", "C").endswith("题目如下：\\nQ\n答案: C")
 
 
 def test_right_truncate_keeps_the_longest_fitting_prefix():

@@ -255,7 +255,7 @@ def test_loglikelihood_picks_the_most_likely_option(tmp_path):
     gold = {"剩余价值率": " B", "资本有机构成": " A", "手续费": " C"}  # the second is made wrong on purpose
 
     def logprobs(context, continuation):
-        question = context.rsplit("题目如下：\n", 1)[1]
+        question = context.rsplit("题目如下：\\n", 1)[1]  # the official PPL string: a literal backslash-n
         return -0.5 if gold[next(k for k in gold if k in question)] == continuation else -3.0
 
     model = FakeModel(logprobs=logprobs)

@@ -74,16 +74,24 @@ def zero_shot_prompt(question_type: str, category_zh: str, question: str) -> str
 
 def three_shot_prompt(question_type: str, category_zh: str, question: str,
                       examples: Sequence[tuple[str, str]]) -> str:
-    """`_p' + '\\n' + EXAMPLES + '\\n{text}\\n答案：'`; examples are (question_text, Answer) pairs."""
+    """`_p' + '\\n' + EXAMPLES + '\\n{text}\\n答案：'`; examples are (question_text, Answer) pairs, joined
+    as OpenCompass's FixKRetriever joins them: '\\n' between examples and one after the last."""
     if len(examples) != SHOTS:
         raise ValueError(f"3-shot needs exactly {SHOTS} examples, got {len(examples)}")
-    shown = "\n".join(example + EXAMPLE_ANSWER_CUE + answer + "\n" for example, answer in examples)
+    shown = "\n".join(example + EXAMPLE_ANSWER_CUE + answer for example, answer in examples) + "\n"
     return instruction(question_type, category_zh, few_shot=True) + "\n" + shown + "\n" + question + ANSWER_CUE
 
 
+PPL_SEPARATOR = "\\n"
+"""Between instruction and question in the official PPL string: a literal backslash and 'n' (raw f-string)."""
+
+
 def loglikelihood_context(question_type: str, category_zh: str, question: str) -> str:
-    """The shared context `'{_p}\\n{text}\\n答案:'`; each option X is scored as continuation `' X'`."""
-    return instruction(question_type, category_zh) + "\n" + question + EXAMPLE_ANSWER_CUE.rstrip(" ")
+    """The shared context `'{_p}\\n{text}\\n答案:'`; each option X is scored as continuation `' X'`.
+
+    The release's template is a raw f-string, `rf'{_p}\\n{text1}{answer}'`, so the instruction is followed by
+    a backslash and an 'n', not a newline: reproduced as written (see `official_loglikelihood_string`)."""
+    return instruction(question_type, category_zh) + PPL_SEPARATOR + question + EXAMPLE_ANSWER_CUE.rstrip(" ")
 
 
 def loglikelihood_continuation(letter: str) -> str:
@@ -92,8 +100,9 @@ def loglikelihood_continuation(letter: str) -> str:
 
 
 def official_loglikelihood_string(question_type: str, category_zh: str, question: str, letter: str) -> str:
-    """The official PPL template `rf"{_p}\\n{text1}{answer}"` with `text1 = "{text}\\n答案: "`."""
-    return f"{instruction(question_type, category_zh)}\n{question}\n答案: {letter}"
+    """The official PPL template `rf"{_p}\\n{text1}{answer}"` with `text1 = "{text}\\n答案: "`; in the raw
+    f-string the first `\\n` is two characters, the one inside text1 (a plain string) a newline."""
+    return f"{instruction(question_type, category_zh)}{PPL_SEPARATOR}{question}\n答案: {letter}"
 
 
 # --- truncation -------------------------------------------------------------------------------
