@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa  # a core dependency: never skipped
+import pyarrow.parquet as pq
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-
-from finharness.benchmarks.bizbench.data import (BizBenchItem, harness_task_name, read_items_jsonl,  # noqa: E402
-                                                 write_items_jsonl)
-from finharness.benchmarks.bizbench.official import load_official  # noqa: E402
+from finharness.benchmarks.bizbench.data import BizBenchItem, harness_task_name, read_items_jsonl, write_items_jsonl
+from finharness.benchmarks.bizbench.official import load_official
 from finharness.data.errors import DataError  # noqa: E402
 
 ROWS = [

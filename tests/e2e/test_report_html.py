@@ -1,5 +1,6 @@
 """`write_html_report` end to end: real runs on the fake backend -> one self-contained HTML file,
-rendered in headless Chromium (Debian's `chromium`; skipped with a reason when it is absent)."""
+rendered in headless Chromium (Debian's `chromium`; skipped with a reason when it is absent, a failure under
+FINHARNESS_REQUIRE_BROWSER=1 or FINHARNESS_REQUIRE_ALL=1, as in CI)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typer.testing import CliRunner
 from finharness.cli import app
 from finharness.report import write_html_report
 
+from tests.conftest import requires, skip_or_fail
+
 from ..benchmarks.test_cfinbench_task import write_exam
 
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -23,8 +26,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars"]
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                    "(apt-get install -y chromium); the browser checks need it")
+needs_chromium = requires("BROWSER", None if CHROMIUM else "Debian's chromium is not installed "
+                          "(apt-get install -y chromium); the browser checks need it")
 
 
 def run_cli(*args: str) -> None:
@@ -158,7 +161,10 @@ def test_chromium_renders_the_plots_and_runs_only_our_script(report: Path, tmp_p
 
 @needs_chromium
 def test_chromium_screenshot_is_not_blank(report: Path, tmp_path: Path):
-    Image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the screenshot")
+    try:
+        from PIL import Image
+    except ImportError as err:
+        skip_or_fail("BROWSER", f"Pillow is needed to read the screenshot ({err}): pip install -e '.[test]'")
     png = tmp_path / "report.png"
     proc = chromium(f"--screenshot={png}", "--window-size=1280,2000", report.resolve().as_uri(),
                     user_data=tmp_path / "profile")

@@ -23,6 +23,8 @@ from finharness.core.ray_executor import RayExecutor, ShardJob, split_shards
 from finharness.core.runner import make_task, run_task
 from finharness.core.store import RunStore
 
+from tests.conftest import skip_or_fail
+
 from ..benchmarks.test_cfinbench_task import write_exam
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +52,10 @@ class DyingDemoTask(DemoTask):
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray = pytest.importorskip("ray")
+    try:
+        import ray
+    except ImportError as err:  # the `test` extra (or `ray`) brings it; CI requires it (FINHARNESS_REQUIRE_RAY)
+        skip_or_fail("RAY", f"ray is not importable ({err}): pip install -e '.[test]'")
     # Workers import this module (DyingDemoTask is pickled by reference); they inherit the
     # environment of the cluster this process starts (a runtime_env would cost ~10 s more here).
     with pytest.MonkeyPatch.context() as patch:

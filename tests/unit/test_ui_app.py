@@ -5,13 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from fastapi.testclient import TestClient  # fastapi and python-multipart are core dependencies: never skipped
 
-pytest.importorskip("fastapi")
-pytest.importorskip("multipart")
-
-from fastapi.testclient import TestClient  # noqa: E402
-
-from finharness.ui.app import SESSION_COOKIE, create_app  # noqa: E402
+from finharness.ui.app import SESSION_COOKIE, create_app
 from finharness.ui.queue import load_pairs, load_rubric  # noqa: E402
 from finharness.ui.storage import RaterStore  # noqa: E402
 
