@@ -15,6 +15,15 @@ with probability `rate` (seeded), else "ok". The draw happens in arrival
 order, so a seed fixes the sequence of faults. `server.rescript(...)`
 starts a new case on a running server (new script or plan, fresh counters).
 Only loopback is used; the server runs in a daemon thread.
+
+What the server did is logged per request (`counters.log`): the kind it drew and how the request
+ended (`Served.outcome`: the reply was sent, the client had gone before it could be, ...), so a test
+can reconcile what it served with what the client counted whatever the timing (tests/servers/
+reconcile.py). Slowness is never a fixed sleep shorter or longer than the client's timeout: a
+'timeout' fault, and a 'slow_ok' reply (a healthy answer that comes too late: not an injected
+fault, so never drawn at random and outside FAULT_KINDS; name it in a script or plan), hold the
+request until the client hangs up, `timeout_sleep` seconds at most. Call `server.wait_settled()`
+before reading outcomes: a request the client gave up on may still be ending in its thread.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import email.utils
 import hashlib
 import json
 import random
+import select
 import socket
 import struct
 import threading
@@ -48,12 +58,45 @@ FAULT_KINDS = (
     "never_stops",            # a model that runs to max_tokens: finish_reason 'length' (a valid answer)
 )
 
+SLOW_OK = "slow_ok"
+"""A healthy answer held until the client has given up on it (or `timeout_sleep` has passed): a slow
+but healthy server, deterministically slower than any client timeout. Not a fault (a client should
+retry it as a timeout); never drawn at random, so it is named only in a script or a plan."""
+
+SERVABLE_KINDS = (*FAULT_KINDS, SLOW_OK)
+"""What a script or plan may name."""
+
+HEALTHY = frozenset({"ok", "never_stops"})
+"""Kinds whose reply is an answer the client can accept (when it arrives in time)."""
+
+OUTCOMES = ("sent", "client_gone", "reset", "unanswered", "error")
+"""How a logged request ended: 'sent' -- its whole reply was written (the client may still have
+given up on it just before); 'client_gone' -- the client had hung up before the reply could go out
+(a 'timeout' fault and a 'slow_ok' reply end so unless the client never gives up); 'reset' -- the
+'reset' fault; 'unanswered' -- a 'timeout' fault whose client was still waiting after
+`timeout_sleep` s (the connection was closed without an answer); 'error' -- the server itself
+failed (a bug in a responder or plan)."""
+
 RETRYABLE_FAULTS = frozenset({"429", "429_retry_after", "429_retry_after_date", "500", "502", "503",
                               "529", "reset", "timeout", "truncated_json", "empty_choices"})
 """Faults a client should retry; '400' should fail at once and 'never_stops' is an answer."""
 
 MODEL_ID = "fault-model"
 MODEL_ROOT = "fault-server/rev-1"
+
+
+@dataclass
+class Served:
+    """One generation request as the server handled it."""
+
+    kind: str
+    """What was drawn for it (a fault kind, 'ok', or 'slow_ok')."""
+
+    body: dict
+    """Its decoded JSON body."""
+
+    outcome: str | None = None
+    """How it ended (one of OUTCOMES); None while its handler is still at work."""
 
 
 @dataclass
@@ -69,10 +112,13 @@ class FaultCounters:
     served: list[str] = field(default_factory=list)
     """Fault kinds in arrival order."""
 
+    log: list[Served] = field(default_factory=list)
+    """Every generation request in arrival order, with how it ended (see Served)."""
+
     in_flight: int = 0
     max_in_flight: int = 0
-    """Most generation requests being handled at the same time (a stalled 'timeout' request
-    is left out while it stalls: its client has given up on it). A request leaves the count
+    """Most generation requests being handled at the same time (a stalled 'timeout' request or
+    'slow_ok' reply is left out while it stalls: its client is giving up on it). A request leaves the count
     just before its answer (or reset) goes out, so a client that sends its next request as
     soon as it has an answer is never counted twice."""
 
@@ -88,9 +134,13 @@ class FaultCounters:
     def retryable_faults(self) -> int:
         return sum(n for kind, n in self.by_kind.items() if kind in RETRYABLE_FAULTS)
 
+    def outcomes(self) -> collections.Counter:
+        """(kind, outcome) -> requests."""
+        return collections.Counter((s.kind, s.outcome) for s in self.log)
+
 
 class FaultServer(ThreadingHTTPServer):
-    daemon_threads = True  # a handler still sleeping in a 'timeout' fault must not block shutdown
+    daemon_threads = True  # a handler still holding a 'timeout' fault must not block shutdown
 
     def __init__(self, *, script: Sequence[str], rate: float, seed: int, kinds: Sequence[str],
                  retry_after: int, timeout_sleep: float, latency: float,
@@ -108,6 +158,12 @@ class FaultServer(ThreadingHTTPServer):
         self.responder = responder
         self.counters = FaultCounters()
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)
+        """Notified whenever a logged request gets its outcome."""
+        self.unsettled = 0
+        """Logged requests (of any case) whose outcome is not known yet."""
+        self.closing = threading.Event()
+        """Set at shutdown: requests being held let go."""
 
     @property
     def base_url(self) -> str:
@@ -120,8 +176,8 @@ class FaultServer(ThreadingHTTPServer):
         with self.lock:
             self.script, self.plan, self.counters = list(script), plan, FaultCounters()
 
-    def begin(self, body: dict, headers: dict) -> str:
-        """Draw the fault for one POST and count it in."""
+    def begin(self, body: dict, headers: dict) -> Served:
+        """Draw the fault for one POST, count it in and log it."""
         with self.lock:
             c = self.counters
             planned = self.plan(body) if self.plan is not None else None
@@ -137,24 +193,45 @@ class FaultServer(ThreadingHTTPServer):
             c.requests += 1
             c.by_kind[kind] += 1
             c.served.append(kind)
+            entry = Served(kind, body)
+            c.log.append(entry)
+            self.unsettled += 1
             c.bodies.append(body)
             c.headers.append(headers)
             c.in_flight += 1
             c.max_in_flight = max(c.max_in_flight, c.in_flight)
-            return kind
+            return entry
 
     def end(self) -> None:
         with self.lock:
             self.counters.in_flight -= 1
+
+    def settle(self, entry: Served, outcome: str) -> None:
+        """Record how a logged request ended (the first outcome recorded stands)."""
+        with self.lock:
+            if entry.outcome is None:
+                entry.outcome = outcome
+                self.unsettled -= 1
+                self.settled.notify_all()
+
+    def wait_settled(self, timeout: float = 30.0) -> None:
+        """Wait until every logged request has its outcome (a request the client gave up on may still
+        be ending in its own thread when the client's calls have all returned). `timeout` only bounds
+        a broken case: it raises then, naming what is still pending."""
+        with self.lock:
+            if not self.settled.wait_for(lambda: self.unsettled == 0, timeout):
+                pending = [s.kind for s in self.counters.log if s.outcome is None]
+                raise AssertionError(f"fault server: {self.unsettled} request(s) still unsettled after "
+                                     f"{timeout} s (this case: {pending})")
 
     def handle_error(self, request, client_address) -> None:
         pass  # resets and timeouts break sockets on purpose; no tracebacks on stderr
 
 
 def _check_kinds(kinds: Sequence[str]) -> None:
-    unknown = set(kinds) - set(FAULT_KINDS)
+    unknown = set(kinds) - set(SERVABLE_KINDS)
     if unknown:
-        raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {FAULT_KINDS}")
+        raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {SERVABLE_KINDS}")
 
 
 def answer_text(body: dict) -> str:
@@ -186,6 +263,41 @@ class _Handler(BaseHTTPRequestHandler):
     _counted = False
     """This POST is in the server's in-flight count."""
 
+    _entry: Served | None = None
+    """This POST's line in the server's log (None for a GET)."""
+
+    def _settle(self, outcome: str) -> None:
+        if self._entry is not None:
+            self.server.settle(self._entry, outcome)
+
+    def _client_state(self, wait: float) -> str:
+        """'gone' when the client has closed its end of the connection (or it broke), 'data' when it
+        sent more, else 'waiting'; waits up to `wait` seconds for something to happen."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], wait)
+            if not readable:
+                return "waiting"
+            return "data" if self.connection.recv(1, socket.MSG_PEEK) else "gone"
+        except (OSError, ValueError):
+            return "gone"
+
+    def _hold_until_the_client_leaves(self) -> bool:
+        """Hold this request until the client hangs up (True) or `timeout_sleep` has passed or the
+        server is closing (False). No fixed sleep: however slow the machine, the client's timeout
+        fires first, since the server does not answer before it has."""
+        server = self.server
+        deadline = time.monotonic() + server.timeout_sleep
+        while not server.closing.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            state = self._client_state(min(left, 0.05))
+            if state == "gone":
+                return True
+            if state == "data":  # not expected (no pipelining): do not spin on it
+                time.sleep(min(left, 0.05))
+        return False
+
     def _leave(self) -> None:
         """Take this POST out of the in-flight count (once)."""
         if self._counted:
@@ -196,13 +308,22 @@ class _Handler(BaseHTTPRequestHandler):
               raw: bytes | None = None) -> None:
         data = raw if raw is not None else json.dumps(payload).encode()
         self._leave()  # before any byte of the answer: the client may start its next request at once
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        if self._entry is not None and self._client_state(0) == "gone":
+            self.close_connection = True
+            return self._settle("client_gone")  # it timed out while this reply was being made
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            self._settle("client_gone")
+            raise
+        self._settle("sent")
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") != "/v1/models":
@@ -223,21 +344,29 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
         server = self.server
-        kind = server.begin(body, {k.lower(): v for k, v in self.headers.items()})
+        self._entry = server.begin(body, {k.lower(): v for k, v in self.headers.items()})
+        kind = self._entry.kind
         self._counted = True
-        if kind == "timeout":
-            # The client gives up on a stalled request, so it leaves the in-flight count now:
-            # max_in_flight measures the client's concurrency, not abandoned work.
-            self._leave()
-            time.sleep(server.timeout_sleep)
-            self.close_connection = True  # never answer
-            return
         try:
-            if server.latency:
+            if kind in ("timeout", SLOW_OK):
+                # The client gives up on a stalled request, so it leaves the in-flight count now:
+                # max_in_flight measures the client's concurrency, not abandoned work.
+                self._leave()
+                left = self._hold_until_the_client_leaves()
+                if kind == "timeout":
+                    self.close_connection = True  # never answer
+                    return self._settle("client_gone" if left else "unanswered")
+                if left:
+                    self._settle("client_gone")  # the answer below goes to nobody
+                kind = "ok"
+            elif server.latency:
                 time.sleep(server.latency)
             self._serve(kind, shape, body)
         except OSError:
-            pass  # the client went away (e.g. after its timeout)
+            self._settle("client_gone")  # the client went away (e.g. after its timeout)
+        except BaseException:
+            self._settle("error")
+            raise
         finally:
             self._leave()
 
@@ -249,7 +378,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._leave()
             self.connection.close()
             self.close_connection = True
-            return
+            return self._settle("reset")
         if kind.startswith("429"):
             headers = {}
             if kind == "429_retry_after":
@@ -313,16 +442,17 @@ def _anthropic_answer(body: dict, text: str, finished: bool) -> dict:
 @contextlib.contextmanager
 def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0,
                  kinds: Sequence[str] = tuple(sorted(RETRYABLE_FAULTS)), retry_after: int = 2,
-                 timeout_sleep: float = 2.0, latency: float = 0.0,
+                 timeout_sleep: float = 30.0, latency: float = 0.0,
                  responder: Callable[[dict], str] | None = None,
                  plan: Callable[[dict], str | None] | None = None) -> Iterator[FaultServer]:
     """Run a FaultServer in a background thread; yields it (`.base_url`, `.counters`).
 
     script: fault kinds for the first POSTs, in order; rate/seed/kinds: the random
     mix after the script; retry_after: seconds sent in Retry-After; timeout_sleep:
-    how long a 'timeout' fault stalls (make it longer than the client's timeout);
-    latency: seconds every POST takes (to make requests overlap); plan: body -> fault kind
-    or None, consulted first (binds a fault to a request)."""
+    the longest a 'timeout' fault or a 'slow_ok' reply is held waiting for the client
+    to give up (only a client that never does waits it out); latency: seconds each
+    other POST takes (to make requests overlap); plan: body -> fault kind or None,
+    consulted first (binds a fault to a request)."""
     server = FaultServer(script=script, rate=rate, seed=seed, kinds=kinds, retry_after=retry_after,
                          timeout_sleep=timeout_sleep, latency=latency, responder=responder, plan=plan)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -331,6 +461,7 @@ def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0
     try:
         yield server
     finally:
+        server.closing.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -13,11 +13,18 @@ from finharness.backends.http_common import RemoteError, parse_retry_after
 from finharness.core.backend import BackendError, CallFailed, SpecError
 from finharness.core.retry import RetryPolicy, call_with_retries
 from finharness.core.types import GenerateParams, GenerateRequest, messages
-from tests.servers.fault_server import (FAULT_KINDS, MODEL_ID, MODEL_ROOT, RETRYABLE_FAULTS,
+from tests.servers.fault_server import (FAULT_KINDS, MODEL_ID, MODEL_ROOT, RETRYABLE_FAULTS, SLOW_OK,
                                         answer_text, fault_server)
+from tests.servers.reconcile import CLIENT_KIND, ClientAttempts, reconcile
 
 CLIENT_TIMEOUT = 1.0
-"""Client read timeout in these tests; 'timeout' faults stall twice as long."""
+"""Client read timeout of the tests about timeouts. The server holds a 'timeout' fault (and a
+'slow_ok' reply) until the client hangs up, so the client's timeout always fires first, however
+slow the machine; a healthy reply slower than this is accounted for, not miscounted."""
+
+PATIENT = 60.0
+"""Client read timeout of every other test: only a stalled machine could make a reply that late,
+so a slow reply is never mistaken for the fault under test."""
 
 FAST = RetryPolicy(max_attempts=10, base_delay=0.0, max_delay=0.0)
 
@@ -43,12 +50,12 @@ def ask(text: str, **params) -> GenerateRequest:
                            GenerateParams(**params))
 
 
-def openai_backend(server, query: str = "") -> openai_compat.OpenAICompatBackend:
-    return openai_compat.from_spec(f"openai:{MODEL_ID}@{server.base_url}?timeout={CLIENT_TIMEOUT}{query}")
+def openai_backend(server, query: str = "", *, timeout: float = PATIENT) -> openai_compat.OpenAICompatBackend:
+    return openai_compat.from_spec(f"openai:{MODEL_ID}@{server.base_url}?timeout={timeout}{query}")
 
 
-def anthropic_backend(server, query: str = "") -> anthropic.AnthropicBackend:
-    return anthropic.from_spec(f"anthropic:claude-test@{server.base_url}?timeout={CLIENT_TIMEOUT}{query}")
+def anthropic_backend(server, query: str = "", *, timeout: float = PATIENT) -> anthropic.AnthropicBackend:
+    return anthropic.from_spec(f"anthropic:claude-test@{server.base_url}?timeout={timeout}{query}")
 
 
 class RecordingSleep:
@@ -62,6 +69,7 @@ class RecordingSleep:
 def test_the_test_table_covers_every_fault_kind():
     assert set(EXPECTED_ERRORS) | {"ok", "never_stops"} == set(FAULT_KINDS)
     assert {k for k, (retryable, _) in EXPECTED_ERRORS.items() if retryable} == RETRYABLE_FAULTS
+    assert CLIENT_KIND == {fault: kind for fault, (_, kind) in EXPECTED_ERRORS.items()}  # what reconcile expects
 
 
 # --- each fault maps to the right error ------------------------------------------------------
@@ -69,14 +77,35 @@ def test_the_test_table_covers_every_fault_kind():
 @pytest.mark.parametrize("make_backend", [openai_backend, anthropic_backend], ids=["openai", "anthropic"])
 @pytest.mark.parametrize("fault", sorted(EXPECTED_ERRORS))
 def test_each_fault_maps_to_the_right_error(make_backend, fault):
-    with fault_server(script=[fault], timeout_sleep=2 * CLIENT_TIMEOUT) as server:
-        backend = make_backend(server)
+    with fault_server(script=[fault]) as server:
+        # a short timeout only where it is the fault under test: the server holds that request until
+        # the client gives up; any other reply, however slow the machine, arrives in time
+        backend = make_backend(server, timeout=CLIENT_TIMEOUT if fault == "timeout" else PATIENT)
         with pytest.raises(RemoteError) as info:
             asyncio.run(backend.generate(ask("What is EBITDA?")))
         assert (info.value.retryable, info.value.kind) == EXPECTED_ERRORS[fault]
         assert server.counters.by_kind == {fault: 1}
         if fault.isdigit() or fault.startswith("429"):
             assert info.value.status == int(fault[:3])
+        server.wait_settled()
+        expected_outcome = {"reset": "reset", "timeout": "client_gone"}.get(fault, "sent")
+        assert [s.outcome for s in server.counters.log] == [expected_outcome]
+
+
+@pytest.mark.parametrize("make_backend", [openai_backend, anthropic_backend], ids=["openai", "anthropic"])
+def test_a_healthy_reply_slower_than_the_timeout_is_a_timeout_retry_not_a_lost_answer(make_backend):
+    # the server holds the first (healthy) reply until the client has given up on it
+    errors: list[str] = []
+    with fault_server(script=[SLOW_OK, "ok"]) as server:
+        backend = make_backend(server, timeout=CLIENT_TIMEOUT)
+        response, retries = asyncio.run(call_with_retries(
+            lambda: backend.generate(ask("What is EBITDA?")), FAST,
+            on_retry=lambda attempt, error, delay: errors.append(error.kind)))
+        server.wait_settled()
+        log = [(s.kind, s.outcome) for s in server.counters.log]
+    assert (retries, errors) == (1, ["timeout"])
+    assert response.text == answer_text({"messages": [{"role": "user", "content": "What is EBITDA?"}]})
+    assert log == [(SLOW_OK, "client_gone"), ("ok", "sent")]
 
 
 def test_ok_answer_is_the_servers_text_with_usage():
@@ -121,18 +150,18 @@ def test_parse_retry_after_forms():
 
 # --- retries end to end ----------------------------------------------------------------------
 
-def test_mixed_faults_all_complete_and_every_retry_is_a_retryable_fault():
+def test_mixed_faults_all_complete_and_every_retry_is_accounted_for():
     prompts = [f"question {i}: what was revenue growth?" for i in range(50)]
-    limit, sleep = 4, RecordingSleep()
+    limit, sleep, attempts = 4, RecordingSleep(), ClientAttempts()
     with fault_server(rate=0.3, seed=7, kinds=sorted(RETRYABLE_FAULTS) + ["never_stops"],
-                      timeout_sleep=2 * CLIENT_TIMEOUT, latency=0.02) as server:
-        backend = openai_backend(server)
+                      latency=0.02) as server:
+        backend = openai_backend(server, timeout=CLIENT_TIMEOUT)
+        generate = attempts.wrap(backend.generate)  # what each attempt got, as the client saw it
         gate = asyncio.Semaphore(limit)
 
         async def one(prompt: str):
             async with gate:
-                return await call_with_retries(lambda: backend.generate(ask(prompt, max_tokens=8)),
-                                               FAST, sleep=sleep)
+                return await call_with_retries(lambda: generate(ask(prompt, max_tokens=8)), FAST, sleep=sleep)
 
         async def main():
             try:
@@ -141,19 +170,29 @@ def test_mixed_faults_all_complete_and_every_retry_is_a_retryable_fault():
                 await backend.aclose()
 
         results = asyncio.run(main())
+        server.wait_settled()
         counters = server.counters
+    # request by request, the server's log explains every attempt: each injected fault failed its
+    # attempt, and a reply that came too late (a healthy one on a slow machine) was a timeout
+    rec = reconcile(counters.log, attempts)
     retries = sum(r for _, r in results)
-    injected = counters.retryable_faults()
-    assert injected >= 10, "the seed should inject a real mix of faults"
-    assert retries == injected == len(sleep.delays)
-    assert counters.requests == len(prompts) + retries
-    truncated = [resp for resp, _ in results if resp.truncated]
-    assert len(truncated) == counters.by_kind["never_stops"]
+    assert rec.injected >= 10, "the seed should inject a real mix of faults"
+    assert rec.accepted == len(prompts)
+    # each retry is counted once, whatever the timing: the requests the server saw, less one per question
+    assert retries == rec.retries == counters.requests - len(prompts) == len(sleep.delays)
+    # every injected fault was retried; any other retry was a healthy reply the client timed out on
+    assert retries == rec.injected + rec.late_healthy
+    assert rec.client_kinds["timeout"] >= counters.by_kind["timeout"] + rec.late_healthy
     for prompt, (resp, _) in zip(prompts, results):
         assert resp.text  # never an empty answer
+        # the accepted reply is one the server sent for this very question
+        assert ("never_stops" if resp.truncated else "ok") in rec.healthy_sent(prompt)
         if not resp.truncated:  # and each answer belongs to its own question
             assert resp.text == answer_text({"messages": [{"role": "user", "content": prompt}]})
-    assert 2 <= counters.max_in_flight <= limit
+    # the client never had more than `limit` attempts out; the server saw them overlap, and may also
+    # have held replies the client had given up on (none unless the machine made some late)
+    assert attempts.max_in_flight <= limit
+    assert 2 <= counters.max_in_flight <= limit + rec.abandoned
 
 
 def test_a_request_that_keeps_failing_ends_as_call_failed():

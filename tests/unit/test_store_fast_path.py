@@ -10,6 +10,7 @@ import json
 import math
 import random
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -157,26 +158,91 @@ def put(store: RunStore, key: str) -> None:
     store.put_call(key, "fake", "generate", {"q": key}, {"text": key.upper()}, 0.01)
 
 
+class StoreClock:
+    """The store's `time` module, with a monotonic clock that moves only when the test moves it: the
+    commit-age rule sees the gaps the test makes, never a pause of a loaded machine (time.time and
+    anything else are the real ones)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @classmethod
+    def install(cls, monkeypatch) -> "StoreClock":
+        """Give the store module this clock (call it once the store is open: opening keeps real time)."""
+        fake = cls()
+        monkeypatch.setattr(store_module, "time", fake)
+        return fake
+
+
+class Transactions:
+    """The transactions a store commits, each as the tables of the rows it writes (from SQLite's own
+    trace of the statements the store's connection runs)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.statements: list[str] = []
+        store._conn.set_trace_callback(self.statements.append)
+
+    def committed(self) -> list[list[str]]:
+        done: list[list[str]] = []
+        current: list[str] | None = None
+        for sql in self.statements:
+            word = sql.split(None, 1)[0].upper() if sql.strip() else ""
+            if word == "BEGIN":
+                current = []
+            elif word == "COMMIT" and current is not None:
+                done.append(current)
+                current = None
+            elif word == "ROLLBACK":
+                current = None
+            elif word == "INSERT":
+                table = sql.split(" INTO ", 1)[1].split(None, 1)[0]
+                if current is None:
+                    done.append([table])  # autocommit: a transaction of its own
+                else:
+                    current.append(table)
+        return done
+
+
 def test_outside_an_event_loop_every_write_commits_at_once(tmp_path: Path):
     store = RunStore(tmp_path / "s.sqlite")
+    commits = Transactions(store)
     put(store, "k1")
+    store.put_sample("run", "s1", {"prediction": "K1"})
     assert committed_keys(store.path) == {"k1"}
+    assert commits.committed() == [["calls"], ["samples"]]
     store.close()
 
 
-def test_inside_a_loop_writes_commit_at_the_end_of_the_iteration_and_are_read_back_before(tmp_path: Path):
+def test_inside_a_loop_writes_commit_at_the_end_of_the_iteration_and_are_read_back_before(tmp_path: Path,
+                                                                                         monkeypatch):
     store = RunStore(tmp_path / "s.sqlite")
+    commits = Transactions(store)
+    # the store's clock stands still here: however long the machine pauses between the two writes,
+    # the commit-age rule (tested below) cannot commit the first before the iteration ends
+    StoreClock.install(monkeypatch)
 
     async def scenario() -> None:
         put(store, "k1")
         store.put_sample("run", "s1", {"prediction": "K1"})
         assert committed_keys(store.path) == set(), "queued until this loop iteration ends"
+        assert commits.committed() == []
         assert store.get_call("k1") == {"response": {"text": "K1"}, "latency_s": 0.01}, "read your own writes"
         await store.synced()
         assert committed_keys(store.path) == {"k1"}
+        assert commits.committed() == [["calls", "samples"]], "both rows in one transaction"
         put(store, "k2")
         await asyncio.sleep(0)  # one loop iteration, nobody waiting: still committed
         assert committed_keys(store.path) == {"k1", "k2"}
+        assert commits.committed() == [["calls", "samples"], ["calls"]]
 
     asyncio.run(scenario())
     assert store.get_samples("run") == {"s1": {"prediction": "K1"}}
@@ -184,13 +250,21 @@ def test_inside_a_loop_writes_commit_at_the_end_of_the_iteration_and_are_read_ba
 
 
 def test_a_write_commits_the_queue_once_its_oldest_row_is_too_old(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(store_module, "MAX_COMMIT_DELAY_S", 0.0)  # every further write finds it too old
     store = RunStore(tmp_path / "s.sqlite")
+    commits = Transactions(store)
+    clock = StoreClock.install(monkeypatch)  # the rows' ages are the gaps made here, nothing else
 
     async def scenario() -> None:
         put(store, "k1")  # the first row of a queue is never older than itself
-        put(store, "k2")
-        assert committed_keys(store.path) == {"k1", "k2"}
+        clock.advance(0.6 * store_module.MAX_COMMIT_DELAY_S)
+        put(store, "k2")  # the oldest row is still young enough
+        assert committed_keys(store.path) == set() and commits.committed() == []
+        clock.advance(0.6 * store_module.MAX_COMMIT_DELAY_S)
+        put(store, "k3")  # the oldest row (not the newest) is too old now: the whole queue commits, k3 too
+        assert committed_keys(store.path) == {"k1", "k2", "k3"}
+        assert commits.committed() == [["calls"] * 3]
+        await asyncio.sleep(0)  # the end-of-iteration commit k1 scheduled runs, and finds nothing left
+        assert commits.committed() == [["calls"] * 3]
 
     asyncio.run(scenario())
     store.close()
