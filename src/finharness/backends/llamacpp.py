@@ -17,6 +17,7 @@ batching); log-likelihoods come from a second context that keeps every position'
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import itertools
 import json
@@ -158,6 +159,7 @@ class EngineProcess:
         self.failure: BackendError | None = None
         self._reader = threading.Thread(target=self._read, name=f"engine-{self.process.pid}", daemon=True)
         self._reader.start()
+        atexit.register(self.close)  # the engine ends with the run, not a moment after it
 
     def submit(self, kind: str, *payload: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -220,7 +222,10 @@ class EngineProcess:
         return BackendError(message, kind="engine_crash")
 
     def close(self, timeout: float = 10.0) -> None:
+        atexit.unregister(self.close)
         with self._lock:
+            if self._closing and self._conn.closed:
+                return
             self._closing = True
             if self.alive:
                 try:
