@@ -305,9 +305,13 @@ class LlamaCppBackend(BaseBackend):
         with self._lock:
             if self._vocab is None:
                 import llama_cpp  # imported late: it loads a shared library
+                from llama_cpp._utils import suppress_stdout_stderr
 
                 try:
-                    self._vocab = llama_cpp.Llama(model_path=str(self.model_path), vocab_only=True, verbose=False)
+                    # quiet: a vocabulary-only context warns that its n_ctx exceeds the (absent) training context
+                    with suppress_stdout_stderr(disable=False):
+                        self._vocab = llama_cpp.Llama(model_path=str(self.model_path), vocab_only=True,
+                                                      verbose=False)
                 except (ValueError, RuntimeError) as err:
                     raise BackendError(f"{self.spec}: llama.cpp could not read {self.model_path}: {err}") from err
             return self._vocab
