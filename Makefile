@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml src/finharness/backends/engine_build.py
 engine: $(STAMP)
 	$(ENGINE_BUILD) --force
 
-# Debian packages the tests use (bubblewrap isolates model-written code); installed when missing and root.
+# Debian packages the tests use (bubblewrap isolates model-written code; chromium renders the HTML report, and
+# fonts-noto-cjk its Chinese labels, which are boxes without a CJK font); installed when missing and root.
 sysdeps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
@@ -30,6 +31,9 @@ sysdeps:
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "note: chromium missing and not root; the browser tests will skip"; fi; fi
+	@if ! fc-list 2>/dev/null | grep -qi 'Noto Sans CJK'; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq fonts-noto-cjk >/dev/null; \
+	  else echo "note: no CJK font and not root; Chinese renders as boxes and the CJK browser check skips"; fi; fi
 
 setup: $(STAMP) sysdeps model
 	@$(ENGINE_BUILD)

@@ -28,6 +28,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--hide-scrollbars"]
 needs_chromium = requires("BROWSER", None if CHROMIUM else "Debian's chromium is not installed "
                           "(apt-get install -y chromium); the browser checks need it")
+CHROMEDRIVER = shutil.which("chromedriver")
 
 
 def run_cli(*args: str) -> None:
@@ -176,3 +177,64 @@ def test_chromium_screenshot_is_not_blank(report: Path, tmp_path: Path):
         assert colours is not None and len(colours) > 100  # text, bars, whiskers, heatmap cells
         non_white = sum(n for n, c in colours if c != (255, 255, 255))
         assert non_white > 0.2 * 1280 * 2000
+
+
+# Every <text> of every chart, measured by the browser: its box on the page must lie inside its <svg> (an
+# overflowing label is cut off: 'mbedded' for 'embedded'), and a right-aligned label must start at x >= 0
+# in the chart's own coordinates. Also the width of Chinese text in the charts' font: about 1 em a character
+# with a CJK font, a narrow box ('tofu') per character without one.
+MEASURE = """
+var out = {texts: [], cjkEm: null};
+document.querySelectorAll('svg.chart text').forEach(function (t) {
+  var r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect(), b = t.getBBox();
+  var own = Array.prototype.filter.call(t.childNodes, function (n) { return n.nodeType === 3; });
+  out.texts.push({text: own.map(function (n) { return n.data; }).join(''), label: t.classList.contains('label'),
+                  x: b.x, left: r.left - s.left, right: s.right - r.right, top: r.top - s.top,
+                  bottom: s.bottom - r.bottom});
+});
+var svg = document.querySelector('svg.chart'), ctx = document.createElement('canvas').getContext('2d');
+ctx.font = '12px ' + getComputedStyle(svg).fontFamily;
+out.cjkEm = ctx.measureText('政治经济学').width / 12 / 5;
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def measured(report: Path, tmp_path_factory) -> dict:
+    """MEASURE run in headless chromium driven by selenium (skips, or fails in CI, without them)."""
+    skip_or_fail("BROWSER", None if CHROMIUM and CHROMEDRIVER else
+                 "Debian's chromium and chromedriver are needed (apt-get install -y chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError as err:
+        skip_or_fail("BROWSER", f"the browser checks need selenium ({err}): pip install -e '.[test]'")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (*CHROMIUM_FLAGS, "--disable-dev-shm-usage", "--window-size=1400,1000",
+                f"--user-data-dir={tmp_path_factory.mktemp('selenium-profile')}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        driver.get(report.resolve().as_uri())
+        return driver.execute_script(MEASURE)
+    finally:
+        driver.quit()
+
+
+def test_chart_texts_are_not_clipped_in_chromium(measured: dict):
+    texts = measured["texts"]
+    labels = [t for t in texts if t["label"]]
+    # model labels of the bar charts and the category rows of the CFinBench heatmaps (Chinese and English)
+    assert len(labels) >= 10 and any(re.search(r"[\u4e00-\u9fff]", t["text"]) for t in labels)
+    for t in labels:
+        assert t["x"] >= 0, f"label {t['text']!r} starts at x={t['x']:.1f}, left of its chart: cut off"
+    for t in texts:  # tick labels, values, legends, rotated column labels too
+        assert min(t["left"], t["right"], t["top"], t["bottom"]) >= -0.5, f"{t['text']!r} overflows its chart: {t}"
+
+
+def test_chinese_labels_render_in_a_cjk_font(measured: dict):
+    if measured["cjkEm"] < 0.9:
+        skip_or_fail("BROWSER", f"Chinese text renders as boxes ({measured['cjkEm']:.2f} em a character): no CJK "
+                                "font; apt-get install -y fonts-noto-cjk (make sysdeps does)")
+    assert measured["cjkEm"] == pytest.approx(1.0, abs=0.05)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from finharness.report.svg import (Bar, BarGroup, Cell, bar_chart, ci_strip, clip_text, heatmap, ink_on, nice_ticks,
-                                   text_width, viridis)
+from finharness.report.svg import (LABEL_GAP, LABEL_MARGIN, MAX_LABEL_W, MIN_PLOT_W, Bar, BarGroup, Cell, bar_chart,
+                                   ci_strip, clip_text, heatmap, ink_on, label_column_width, nice_ticks, text_width,
+                                   viridis)
 
 
 def parse(svg: str) -> ET.Element:
@@ -69,7 +70,8 @@ def test_cell_text_colour_reads_on_its_fill():
 def test_nice_ticks_and_text_helpers():
     assert nice_ticks(0, 1) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert nice_ticks(880, 1130)[0] >= 880 and all(t % 50 == 0 for t in nice_ticks(880, 1130))
-    assert text_width("中文") == 2 * text_width("ab") / 1.2
+    assert text_width("中文") == 24.0  # a full em each at 12 px
+    assert 1.5 * text_width("ab") < text_width("中文") < 2.5 * text_width("ab")  # about twice a Latin letter
     clipped = clip_text("a very long model name indeed", 60)
     assert clipped.endswith("…") and text_width(clipped) <= 60
 
@@ -79,3 +81,76 @@ def test_ci_strip_and_charts_contain_no_network_reference():
     chart = str(bar_chart("t", [BarGroup("a", (Bar(0.5, (0.4, 0.6)),))]))
     for svg in (strip, chart):
         assert not re.search(r"https?://", svg)
+
+
+# rendered widths at 12 px in DejaVu Sans, what system-ui resolves to on Debian (measured in headless chromium):
+# the old flat 0.6 em estimate (57.6 and 129.6 px) was short, and 'fake?name=embedded' began at x = -6.6
+DEJAVU_12PX = {"embedded": 64.3, "fake?name=embedded": 140.2, "Qwen/Qwen2.5-72B-Instruct": 169.7,
+               "MMMWWW mmmwww": 135.0, "gpt-4o-mini · single_choice": 161.6}
+
+
+def test_text_width_is_not_short_of_the_widest_common_ui_font():
+    for text, rendered in DEJAVU_12PX.items():
+        assert rendered <= text_width(text) <= 1.05 * rendered + 1, text
+    assert text_width("é") >= text_width("e") and text_width("e\u0301") == text_width("e")  # combining: no width
+    assert text_width("（注册）") == 4 * 12  # full-width punctuation is wide too
+
+
+def label_extents(root: ET.Element) -> list[tuple[str, float, float]]:
+    """(label text, estimated left edge, right edge) of every right-aligned label of a chart."""
+    out = []
+    for t in root.iter("text"):
+        if t.get("class") == "label":
+            assert t.get("text-anchor") == "end"
+            label = "".join(t.itertext()).removeprefix(t.find("title").text)
+            out.append((label, float(t.get("x")) - text_width(label), float(t.get("x"))))
+    return out
+
+
+LABELS = ("a", "fake?name=embedded", "2-8 注册会计师 · Certified Public Accountant (CPA)", "政治经济学", "WWWWWWWWWW")
+
+
+def test_bar_chart_label_column_grows_with_the_longest_label_and_every_label_fits():
+    widths = []
+    for longest in LABELS:
+        root = parse(bar_chart("t", [BarGroup("b", (Bar(0.5),)), BarGroup(longest, (Bar(0.25, (0.1, 0.4)),))]))
+        extents = label_extents(root)
+        assert [e[0] for e in extents] == ["b", longest]  # printed whole, no ellipsis
+        for label, left, right in extents:
+            assert left >= LABEL_MARGIN - 0.1, (label, left)  # nothing left of the drawing
+        right = extents[0][2]
+        assert right == extents[1][2]  # one column, right-aligned
+        widths.append(right)
+        assert abs(right + LABEL_GAP - label_column_width(["b", longest])) < 0.1  # (x is rounded)
+        # the plot starts after the column: the bar of "b" begins right of every label
+        assert min(float(r.get("x")) for r in root.iter("rect")) >= right
+    # 5 CJK characters (5 em) need more room than 5 Latin letters and less than 10 W (10 em)
+    assert widths[0] < widths[1] < widths[2]
+    assert label_column_width(["abcde"]) < widths[3] < widths[4]
+
+
+def test_long_labels_widen_the_bar_chart_and_only_overlong_ones_are_cut():
+    label = "a long model name · 很长的模型名称"
+    root = parse(bar_chart("t", [BarGroup(label, (Bar(0.5, note="**"),))], width=400))
+    ((text, left, right),) = label_extents(root)
+    assert text == label and left >= 0
+    width = float(root.get("width"))
+    assert width >= right + LABEL_GAP + MIN_PLOT_W  # the plot keeps its room; the chart grew
+    value = [t for t in root.iter("text") if (t.text or "").startswith("50.0%")][0]
+    assert value.text == "50.0% **" and float(value.get("x")) + text_width(value.text) <= width
+    overlong = "财务" * 300
+    ((text, left, right),) = label_extents(parse(bar_chart("t", [BarGroup(overlong, (Bar(0.5),))])))
+    assert text.endswith("…") and left >= 0 and right - left <= MAX_LABEL_W
+
+
+def test_heatmap_row_labels_fit_and_size_the_column():
+    cells = [[Cell(0.5)], [Cell(0.25)]]
+    narrow = parse(heatmap("h", ["1-1 Law", "2"], ["m"], cells, row_header="category"))
+    wide = parse(heatmap("h", ["2-8 注册会计师 · Certified Public Accountant (CPA)", "2"], ["m"], cells,
+                         row_header="category"))
+    for root in (narrow, wide):
+        extents = label_extents(root)
+        assert len(extents) == 2 and all(left >= LABEL_MARGIN - 0.1 for _, left, _ in extents)
+        first_cell = min(float(g.find("rect").get("x")) for g in root.iter("g") if g.get("class") == "cell")
+        assert first_cell >= max(right for _, _, right in extents) + LABEL_GAP
+    assert label_extents(wide)[0][2] > label_extents(narrow)[0][2]

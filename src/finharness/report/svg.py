@@ -27,13 +27,59 @@ FONT = "system-ui, -apple-system, 'Segoe UI', 'Noto Sans', 'Noto Sans CJK SC', s
 LABEL_SIZE = 12
 """Font size of labels, in px."""
 
+LABEL_GAP = 8.0
+"""Space between the end of a right-aligned label and what it labels, in px."""
+
+LABEL_MARGIN = 6.0
+"""Space left of the longest label, in px: a label column is its longest label plus both."""
+
+MAX_LABEL_W = 400.0
+"""Longest label printed whole, in px (about 55 Latin or 33 Chinese characters); a longer one is cut with an
+ellipsis and kept whole in its <title>."""
+
+MIN_PLOT_W = 320.0
+"""Narrowest plot area of a bar chart, in px: long labels widen the chart (it scales down to fit the page)."""
+
 NO_DATA = "#e6e6e6"
 """Fill of a heatmap cell without a value."""
 
 
+# Advance widths (in em) of printable ASCII in DejaVu Sans, rounded up to 0.01: the font that `system-ui` and
+# `sans-serif` resolve to on Debian (and in the headless browser of the tests), and wider than Segoe UI, San
+# Francisco or Noto Sans, so a label sized from these fits wherever the report is opened. A flat 0.6 em was too
+# narrow for lower-case text ('embedded' is 5.4 em), and the first letters of right-aligned labels were cut.
+_ASCII_EM: dict[str, float] = {ch: em for em, chars in (
+    (0.28, "'ijl"), (0.30, "IJ"), (0.32, " ,."), (0.34, "/:;\\|"), (0.36, "f-"), (0.40, "()[]t!"), (0.42, "r"),
+    (0.46, '"'), (0.50, "*_`"), (0.53, "sz?"), (0.55, "c"), (0.56, "L"), (0.58, "Fk"), (0.60, "vxyP"),
+    (0.62, "TYaoe"), (0.64, "ESbdghnpqu$0123456789{}"), (0.66, "K"), (0.69, "AVBRXZ"), (0.70, "C"), (0.74, "U"),
+    (0.76, "HN"), (0.78, "DG&"), (0.79, "OQ"), (0.82, "w"), (0.84, "#+<=>^~"), (0.87, "M"), (0.95, "%"),
+    (0.98, "m"), (1.00, "W@")) for ch in chars}
+_OTHER_EM: dict[str, float] = {"·": 0.32, "–": 0.5, "—": 1.0, "…": 1.0, "×": 0.84, "±": 0.84, "≥": 0.84, "≤": 0.84,
+                               "→": 0.84}
+WIDE_EM = 1.0
+"""East Asian wide and full-width characters (CJK, kana, Hangul, full-width punctuation) take a full em
+(Noto Sans CJK, which the report's font list names and `make sysdeps` installs)."""
+OTHER_EM = 0.7
+"""Any other character (accented Latin, Greek, Cyrillic...): a generous average."""
+
+
+def char_width(ch: str) -> float:
+    """Estimated advance width of one character, in em."""
+    if ch in _ASCII_EM:
+        return _ASCII_EM[ch]
+    if ch in _OTHER_EM:
+        return _OTHER_EM[ch]
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return WIDE_EM
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0.0
+    return OTHER_EM
+
+
 def text_width(text: str, size: float = LABEL_SIZE) -> float:
-    """Rough rendered width in px: wide (CJK) characters take a full em, others about 0.6 em."""
-    return sum(size if unicodedata.east_asian_width(ch) in "WF" else 0.6 * size for ch in text)
+    """Estimated rendered width in px, on the generous side: East Asian wide characters take a full em, about
+    twice a Latin letter; Latin characters use the widths of DejaVu Sans (see `_ASCII_EM`)."""
+    return size * sum(char_width(ch) for ch in text)
 
 
 def clip_text(text: str, max_px: float, size: float = LABEL_SIZE) -> str:
@@ -153,9 +199,13 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
         else:
             domain = (0.0, 1.0)
     start = baseline if baseline is not None else max(domain[0], min(0.0, domain[1]))
-    label_w = min(260.0, max([text_width(g.label) for g in groups] + [40.0]) + 12)
-    value_w = 92.0
-    plot_w = width - label_w - value_w
+    # the label column fits the longest label, the value column the longest value text; the plot keeps the rest
+    # of `width` but at least MIN_PLOT_W, so long labels widen the chart instead of squeezing its bars
+    label_w = label_column_width([g.label for g in groups])
+    value_w = max([text_width(_value_text(b, percent)) for b in bars] + [40.0]) + 5 + LABEL_MARGIN
+    plot_w = max(MIN_PLOT_W, width - label_w - value_w)
+    legend_end = label_w + sum(16 + text_width(name) + 18 for name in series) - 18 + LABEL_MARGIN
+    width = max(label_w + plot_w + value_w, legend_end if len(series) > 1 else 0.0)
     bar_h, bar_gap, group_gap = 14.0, 3.0, 12.0
     legend_h = 22.0 if len(series) > 1 else 0.0
     axis_h = 22.0
@@ -185,10 +235,10 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
         x=round(x_of(start), 1), y0=top - 4, y1=bottom))
     y = top
     for group in groups:
-        parts.append(Markup('<text x="{x}" y="{y}" text-anchor="end" dominant-baseline="middle">'
+        parts.append(Markup('<text class="label" x="{x}" y="{y}" text-anchor="end" dominant-baseline="middle">'
                             '<title>{full}</title>{label}</text>').format(
-            x=round(label_w - 8, 1), y=round(y + group_h / 2, 1), full=group.label,
-            label=clip_text(group.label, label_w - 12)))
+            x=round(label_w - LABEL_GAP, 1), y=round(y + group_h / 2, 1), full=group.label,
+            label=clip_text(group.label, label_w - LABEL_GAP - LABEL_MARGIN)))
         for i, bar in enumerate(group.bars):
             by = y + i * (bar_h + bar_gap)
             if bar is None:
@@ -198,6 +248,17 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
         y += group_h + group_gap
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
+
+
+def label_column_width(labels: Sequence[str], size: float = LABEL_SIZE, minimum: float = 40.0) -> float:
+    """Width of a column of right-aligned labels: the longest label (at most MAX_LABEL_W) plus LABEL_MARGIN on
+    its left and LABEL_GAP on its right, so that none starts left of the drawing."""
+    return min(MAX_LABEL_W, max([text_width(t, size) for t in labels] + [minimum])) + LABEL_GAP + LABEL_MARGIN
+
+
+def _value_text(bar: Bar, percent: bool) -> str:
+    """The text printed right of a bar."""
+    return format_value(bar.value, percent) + (f" {bar.note}" if bar.note else "")
 
 
 def _bar(bar: Bar, series: str, group: str, colour: str, x_of, start: float, y: float, h: float,
@@ -224,8 +285,8 @@ def _bar(bar: Bar, series: str, group: str, colour: str, x_of, start: float, y: 
                           'stroke-width="1.3" fill="none"/>').format(
             lo=round(lo, 1), hi=round(hi, 1), cy=round(cy, 1), t=round(cy - 4, 1), b=round(cy + 4, 1)))
         right = max(right, hi)
-    out.append(Markup('<text x="{x}" y="{y}" dominant-baseline="middle" fill="#222">{v}{note}</text></g>').format(
-        x=round(right + 5, 1), y=round(y + h / 2, 1), v=format_value(bar.value, percent), note=note))
+    out.append(Markup('<text x="{x}" y="{y}" dominant-baseline="middle" fill="#222">{v}</text></g>').format(
+        x=round(right + 5, 1), y=round(y + h / 2, 1), v=_value_text(bar, percent)))
     return Markup("").join(out)
 
 
@@ -248,7 +309,7 @@ def heatmap(title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequ
             row_header: str = "", column_header: str = "", desc: str = "") -> Markup:
     """Rows × columns of coloured cells (viridis over `domain`) with a colour legend and a 'no data' key."""
     uid = chart_id("heat", title, rows, columns)
-    row_label_w = min(320.0, max([text_width(r) for r in rows] + [text_width(row_header), 40.0]) + 14)
+    row_label_w = label_column_width([*rows, row_header])
     cell_w = max(46.0, min(96.0, max([text_width(c) for c in columns] + [0.0]) * 0.55 + 12))
     cell_h = 22.0
     # column labels are rotated by 40°: sin 40° ≈ 0.64 of their length goes up, cos 40° ≈ 0.77 to the right
@@ -263,8 +324,9 @@ def heatmap(title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequ
         parts.append(Markup('<text x="{x}" y="12" fill="#555">{t}</text>').format(x=round(row_label_w, 1),
                                                                                  t=column_header))
     if row_header:
-        parts.append(Markup('<text x="{x}" y="{y}" text-anchor="end" fill="#555">{t}</text>').format(
-            x=round(row_label_w - 8, 1), y=round(col_label_h - 6, 1), t=row_header))
+        parts.append(Markup('<text x="{x}" y="{y}" text-anchor="end" fill="#555"><title>{t}</title>{label}</text>')
+                     .format(x=round(row_label_w - LABEL_GAP, 1), y=round(col_label_h - 6, 1), t=row_header,
+                             label=clip_text(row_header, row_label_w - LABEL_GAP - LABEL_MARGIN)))
     for j, col in enumerate(columns):
         cx = row_label_w + (j + 0.5) * cell_w
         parts.append(Markup('<text transform="translate({x},{y}) rotate(-40)"><title>{full}</title>{label}</text>')
@@ -273,9 +335,10 @@ def heatmap(title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequ
     lo, hi = domain
     for i, row in enumerate(rows):
         y = col_label_h + i * cell_h
-        parts.append(Markup('<text x="{x}" y="{y}" text-anchor="end" dominant-baseline="middle"><title>{full}'
-                            '</title>{label}</text>').format(x=round(row_label_w - 8, 1), y=round(y + cell_h / 2, 1),
-                                                             full=row, label=clip_text(row, row_label_w - 14)))
+        parts.append(Markup('<text class="label" x="{x}" y="{y}" text-anchor="end" dominant-baseline="middle">'
+                            '<title>{full}</title>{label}</text>').format(
+            x=round(row_label_w - LABEL_GAP, 1), y=round(y + cell_h / 2, 1), full=row,
+            label=clip_text(row, row_label_w - LABEL_GAP - LABEL_MARGIN)))
         for j, col in enumerate(columns):
             cell = cells[i][j] if j < len(cells[i]) else None
             x = row_label_w + j * cell_w
