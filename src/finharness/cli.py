@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from ._cli import fail
+from .cli_common import LiveProgress, fail, parse_options, resolve_data_dir, resolve_store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="finharness: measure how well language models do real financial work.")
@@ -33,31 +31,6 @@ def _version(value: bool) -> None:
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     pass
-
-
-def parse_options(pairs: list[str]) -> dict[str, Any]:
-    """`-o key=value` pairs; values parsed as JSON when they are JSON (numbers, booleans), else strings."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            fail(f"option {pair!r} is not KEY=VALUE")
-        key, value = pair.split("=", 1)
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def resolve_data_dir(value: Optional[Path]) -> Optional[Path]:
-    if value is not None:
-        return value
-    try:
-        from .data.registry import default_data_dir
-    except ImportError:
-        env = os.environ.get("FINHARNESS_DATA_DIR")
-        return Path(env) if env else None
-    return default_data_dir()
 
 
 def versions() -> dict[str, Any]:
@@ -82,79 +55,6 @@ def versions() -> dict[str, Any]:
     return out
 
 
-class LiveProgress:
-    """done/total, ETA, tokens/s, cache hits, retries, failures: a rich bar on a terminal, lines otherwise.
-
-    Called with a run's counters it shows that run; `row(label)` gives the callback of one more run
-    shown in the same display (the tasks of a pooled run), the first row then showing their sums."""
-
-    TOTALS = ("samples_done", "samples_total", "completion_tokens", "cache_hits", "retries", "failures")
-    """The counters a pooled run's first row adds up over its tasks."""
-
-    def __init__(self, label: str, enabled: bool = True):
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.label = label
-        self.enabled = enabled
-        self.started = time.perf_counter()
-        self.last_line: dict[str, float] = {}
-        self.progress = None
-        self.task_id = None
-        self.rows: dict[str, Any] = {}
-        """The latest counters of each row's run."""
-
-    def __enter__(self) -> "LiveProgress":
-        if self.enabled and self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-                                     console=self.console)
-            self.progress.__enter__()
-            self.task_id = self.progress.add_task(self.label, total=None, stats="")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.__exit__(*exc)
-
-    def __call__(self, c: Any) -> None:
-        self._show(self.task_id, self.label, c)
-
-    def row(self, label: str) -> Any:
-        """The progress callback of one run among several shown together."""
-        row_id = self.progress.add_task(label, total=None, stats="") if self.progress is not None else None
-
-        def update(c: Any) -> None:
-            self.rows[label] = c
-            self._show(row_id, label, c)
-            if self.progress is not None:  # as lines, each task's own lines say enough
-                from types import SimpleNamespace
-
-                totals = {name: sum(getattr(r, name) for r in self.rows.values()) for name in self.TOTALS}
-                self._show(self.task_id, self.label, SimpleNamespace(**totals))
-
-        return update
-
-    def _show(self, row_id: Any, label: str, c: Any) -> None:
-        if not self.enabled:
-            return
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        stats = (f"{c.completion_tokens / elapsed:.1f} tok/s  cache {c.cache_hits}  "
-                 f"retries {c.retries}  failures {c.failures}")
-        if self.progress is not None:
-            self.progress.update(row_id, total=c.samples_total, completed=c.samples_done, stats=stats)
-            return
-        now = time.perf_counter()
-        if c.samples_done == c.samples_total or now - self.last_line.get(label, 0.0) > 5:
-            self.last_line[label] = now
-            rate = c.samples_done / elapsed
-            eta = (c.samples_total - c.samples_done) / rate if rate > 0 else float("nan")
-            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
-                               highlight=False)
-
-
 def _make_task(name: str, options: dict[str, Any]):
     from .benchmarks.registry import task_class
     from .core.runner import make_task
@@ -170,11 +70,6 @@ def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any
     opts = {"split": split, "shots": shots, "method": method, "extract": extract, "mode": mode}
     opts.update(parse_options(options or []))
     return {k: v for k, v in opts.items() if v is not None}
-
-
-def _slug(text: str) -> str:
-    keep = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in text)
-    return keep.strip("_")[:80] or "run"
 
 
 @app.command()
@@ -221,9 +116,9 @@ def run(
 
     from .backends import from_spec
     from .core.backend import SpecError
+    from .core.pool import INPUT_ERRORS, backends_by_role, run_dir_name, run_pool, write_manifest
     from .core.runner import TRUNCATION_POLICIES, PromptBudget, run_task
     from .core.store import RunStore
-    from .data.errors import DataError
 
     if truncate not in TRUNCATION_POLICIES:
         fail(f"--truncate must be one of {', '.join(TRUNCATION_POLICIES)}")
@@ -232,7 +127,7 @@ def run(
     if executor == "local" and (address is not None or shards is not None):
         fail("--address and --shards need --executor ray")
     tasks = list(task)
-    slugs = [_slug(name) for name in tasks]
+    slugs = [run_dir_name(name) for name in tasks]
     if len(set(slugs)) < len(slugs):
         fail(f"tasks {tasks} name the same run folder twice; give each task once")
     if len(tasks) > 1 and executor == "ray":
@@ -246,15 +141,13 @@ def run(
             fail(INSTALL_HINT)
     task_opts = _task_options(split, shots, method, extract, mode, option)
     task_objs = [_make_task(name, task_opts) for name in tasks]
-    out = out or Path("runs") / f"{_slug('+'.join(tasks))}__{_slug(model)}"
-    store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
-                           else out / "store.sqlite")
+    out = out or Path("runs") / f"{run_dir_name('+'.join(tasks))}__{run_dir_name(model)}"
+    store_path = resolve_store(store, out / "store.sqlite")
     specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
-    try:  # one backend per distinct spec: roles (and tasks) naming it share one loaded model and its slots
-        by_spec = {spec: from_spec(spec) for spec in dict.fromkeys(specs.values())}
+    try:
+        backends = backends_by_role(specs, from_spec)
     except SpecError as err:
         fail(str(err))
-    backends = {role: by_spec[spec] for role, spec in specs.items()}
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
@@ -262,8 +155,11 @@ def run(
     run_options = {"data_dir": resolved_data_dir, "limit": limit, "subset": subset, "concurrency": concurrency,
                    "seed": seed, "budget": PromptBudget(max_prompt_tokens, truncate)}
     if len(tasks) > 1:
-        _run_pool(tasks, task_objs, backends, out=out, store_path=store_path, model=model, quiet=quiet,
-                  run_options=run_options, run_versions=run_versions, started=started)
+        with LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
+            pool = run_pool(tasks, task_objs, backends, out=out, store_path=store_path, run_options=run_options,
+                            run_versions=run_versions, started=started,
+                            progress_for=lambda name: live.row(f"{name} on {model}"))
+        _print_pool(pool, model)
         return
     task_name, task_obj = tasks[0], task_objs[0]
     sample_executor, cluster = None, nullcontext()
@@ -282,92 +178,56 @@ def run(
         with cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
             result = asyncio.run(run_task(task_obj, backends, run_store, out_dir=out, progress=progress,
                                           versions=run_versions, executor=sample_executor, **run_options))
-    except (DataError, SpecError, ValueError) as err:
+    except INPUT_ERRORS as err:
         fail(str(err))
     finally:
         run_store.close()
-    _write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
-                    run_versions=run_versions, started=started)
+    write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
+                   run_versions=run_versions, started=started)
     _print_results(result.results)
     typer.echo(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
     if result.results["status"] != "complete":
         raise typer.Exit(1)
 
 
-def _write_manifest(out: Path, results: dict[str, Any], *, store_path: Path, data_dir: Optional[Path],
-                    run_versions: dict[str, Any], started: float) -> None:
-    manifest = {"command": sys.argv, "started": started, "finished": time.time(), "run_key": results["run_key"],
-                "store": str(store_path), "data_dir": str(data_dir), "versions": run_versions,
-                "config": results["config"]}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def _run_pool(tasks: list[str], task_objs: list[Any], backends: dict[str, Any], *, out: Path, store_path: Path,
-              model: str, quiet: bool, run_options: dict[str, Any], run_versions: dict[str, Any],
-              started: float) -> None:
-    """`run` with several tasks: one pool of requests (core/runner.py run_tasks), OUT/<task>/ each,
-    one summary table; exit 1 when a task is incomplete or could not run."""
-    import asyncio
-
+def _print_pool(pool: Any, model: str) -> None:
+    """The outcome of a pooled run (core/pool.py run_pool): one summary table, each task's notes and files,
+    the errors; re-raises a task's bug; exit 1 when a task is incomplete or could not run."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    from .core.backend import SpecError
-    from .core.runner import PooledTask, run_tasks
-    from .core.store import RunStore
-    from .data.errors import DataError
-
-    out_dirs = [out / _slug(name) for name in tasks]
-    pool_started = time.perf_counter()
-    run_store = RunStore(store_path)
-    try:
-        with LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
-            jobs = [PooledTask(obj, backends, out_dir, progress=live.row(f"{name} on {model}"))
-                    for name, obj, out_dir in zip(tasks, task_objs, out_dirs)]
-            outcomes = asyncio.run(run_tasks(jobs, run_store, return_exceptions=True, versions=run_versions,
-                                             **run_options))
-    finally:
-        run_store.close()
-    pool_wall = time.perf_counter() - pool_started
-
-    table = Table(title=f"{len(tasks)} tasks on {model}  (pooled, {pool_wall:.1f} s)", box=box.SIMPLE_HEAD)
+    table = Table(title=f"{len(pool.tasks)} tasks on {model}  (pooled, {pool.wall_s:.1f} s)", box=box.SIMPLE_HEAD)
     for col in ("task", "status", "headline", "value", "95% CI", "n", "calls", "cache hits", "wall s"):
         table.add_column(col, no_wrap=col not in ("task", "headline"))
-    errors, bugs, all_complete = [], [], True
-    for name, out_dir, outcome in zip(tasks, out_dirs, outcomes):
-        if isinstance(outcome, Exception):
-            if not isinstance(outcome, (DataError, SpecError, ValueError)):
-                bugs.append(outcome)  # re-raised once the other tasks' manifests are written
-            errors.append(f"{name}: {outcome}")
-            all_complete = False
-            table.add_row(name, "error", *["—"] * 7)
+    for outcome in pool.tasks:
+        if outcome.result is None:
+            table.add_row(outcome.name, "error", *["—"] * 7)
             continue
-        res = outcome.results
-        _write_manifest(out_dir, res, store_path=store_path, data_dir=run_options["data_dir"],
-                        run_versions=run_versions, started=started)
-        all_complete &= res["status"] == "complete"
+        res = outcome.result.results
         metric = res["metrics"].get(res["headline"]) if res["headline"] else None
         value = "—" if not metric or metric["value"] is None else f"{metric['value']:.4f}"
         ci = "—" if not metric or not metric["ci95"] else f"[{metric['ci95'][0]:.4f}, {metric['ci95'][1]:.4f}]"
         counts = res["counts"]
-        table.add_row(name, res["status"], str(res["headline"] or "—"), value, ci,
+        table.add_row(outcome.name, res["status"], str(res["headline"] or "—"), value, ci,
                       str(metric["n"]) if metric else "—", str(counts["calls"]), str(counts["cache_hits"]),
                       f"{res['timing']['wall_s']:.1f}")
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 120)  # a log keeps the table's rows whole
     console.print(table)
-    for name, out_dir, outcome in zip(tasks, out_dirs, outcomes):
-        if not isinstance(outcome, Exception):
-            for note in outcome.results.get("notes", []):
-                console.print(f"note ({name}): {note}", highlight=False)
-            typer.echo(f"{name}: {out_dir / 'results.json'}  samples: {out_dir / 'samples.jsonl'}")
-    for message in errors:
-        typer.echo(f"error: {message}", err=True)
-    if bugs:
-        raise bugs[0]  # a bug, not bad input: its traceback says more than a table row
-    if not all_complete:
+    for outcome in pool.tasks:
+        if outcome.result is not None:
+            for note in outcome.result.results.get("notes", []):
+                console.print(f"note ({outcome.name}): {note}", highlight=False)
+            typer.echo(f"{outcome.name}: {outcome.out_dir / 'results.json'}  "
+                       f"samples: {outcome.out_dir / 'samples.jsonl'}")
+    for outcome in pool.tasks:
+        if outcome.error is not None:
+            typer.echo(f"error: {outcome.name}: {outcome.error}", err=True)
+    if pool.bugs:
+        raise pool.bugs[0]  # a bug, not bad input: its traceback says more than a table row
+    if not pool.complete:
         raise typer.Exit(1)
 
 

@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from finharness.benchmarks.fintradebench.build.audit import AuditScope, Knowledge, audit_answer, extract_claims
+from finharness.benchmarks.fintradebench.construction.audit import AuditScope, Knowledge, audit_answer, extract_claims
 from finharness.benchmarks.fintradebench.ideal import MarketData
 from finharness.core.types import GenerateResponse
 from finharness.markets.fundamentals import TickerFundamentals

@@ -13,9 +13,9 @@ from scipy.stats import spearmanr, t
 from typer.testing import CliRunner
 
 from finharness.data.io import write_jsonl
-from finharness.benchmarks.fintradebench.build.calibration import (
+from finharness.benchmarks.fintradebench.construction.calibration import (
     ALL, OVERALL, RATER_APP_DIMENSIONS, calibrate_build, read_human_scores)
-from finharness.benchmarks.fintradebench.build.cli_analysis import register
+from finharness.benchmarks.fintradebench.construction.cli_analysis import register
 from finharness.data.errors import DataError
 from finharness.ui.exports import RUBRIC_COLUMNS
 from finharness.ui.storage import RUBRIC_DIMENSIONS

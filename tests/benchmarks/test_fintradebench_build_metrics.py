@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from finharness.data.io import write_jsonl
-from finharness.benchmarks.fintradebench.build.cli_analysis import register
-from finharness.benchmarks.fintradebench.build.metrics import (
+from finharness.benchmarks.fintradebench.construction.cli_analysis import register
+from finharness.benchmarks.fintradebench.construction.metrics import (
     Composite, composite, construction_metrics, parse_weights, read_audit, self_critique, self_critique_of)
 from finharness.data.errors import DataError
 

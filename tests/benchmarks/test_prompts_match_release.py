@@ -22,7 +22,7 @@ Compared:
 
 Not compared, because the harness has no counterpart: evaluate_llm_as_judge.py's LLM_AS_JUDGE_PROMPT_TEMPLATE
 and SYSTEM_PROMPT, and generate_benchmark_responses.py's AUDITOR_PROMPT_TEMPLATE (the harness's numerical audit is
-deterministic, build/audit.py), and the few-shot PPL config of CFinBench (the harness's 'll' method is 0-shot).
+deterministic, construction/audit.py), and the few-shot PPL config of CFinBench (the harness's 'll' method is 0-shot).
 Two drifts this found were fixed in the harness: CFinBench's few-shot example separator and the zero-shot PPL
 string's literal backslash-n.
 """

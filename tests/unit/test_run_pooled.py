@@ -1,5 +1,6 @@
-"""Pooled runs (`finharness run TASK TASK...`, core/runner.py run_tasks): several tasks share each
-backend's slots, give what each gives alone, under the same run keys, and the CLI writes OUT/<task>/."""
+"""Pooled runs (`finharness run TASK TASK...`, core/runner.py run_tasks, core/pool.py run_pool): several
+tasks share each backend's slots, give what each gives alone, under the same run keys, and each writes
+OUT/<task>/."""
 
 from __future__ import annotations
 
@@ -218,6 +219,38 @@ def test_a_failing_task_is_handed_back_in_its_place_and_the_others_finish(tmp_pa
         store.close()
     assert isinstance(results[0], ValueError) and "split folder" in str(results[0])
     assert results[1].results["status"] == "complete"
+
+
+def test_run_pool_decides_the_pool_without_the_command_line(tmp_path: Path, monkeypatch):
+    """core/pool.py: one backend per spec, OUT/<task>/ with a manifest for each task that ran, bad input
+    told apart from a bug; the CLI only prints this outcome."""
+    from finharness.core.pool import backends_by_role, run_pool
+
+    made: list[str] = []
+    backends = backends_by_role({"model": "fake", "judge": "fake", "user": "fake?name=u"},
+                                lambda spec: made.append(spec) or FakeBackend(spec))
+    assert made == ["fake", "fake?name=u"] and backends["model"] is backends["judge"]
+
+    def broken(self, samples, records):
+        raise RuntimeError("aggregate bug")
+
+    monkeypatch.setattr(TaggedTask, "aggregate", broken)
+    seen: list[str] = []
+    out = tmp_path / "out"
+    pool = run_pool(["cfinbench", "bizbench/demo", "tagged"], [CFinBenchTask(), DemoTask(), TaggedTask("t")],
+                    backends, out=out, store_path=out / "store.sqlite", started=0.0, run_versions={"v": 1},
+                    run_options={"data_dir": tmp_path / "no-exam"},
+                    progress_for=lambda name: seen.append(name) or None)
+    assert seen == ["cfinbench", "bizbench/demo", "tagged"]
+    cfin, demo, tagged = pool.tasks
+    assert isinstance(cfin.error, ValueError) and not cfin.bug and cfin.result is None
+    assert isinstance(tagged.error, RuntimeError) and tagged.bug and pool.bugs == [tagged.error]
+    assert demo.out_dir == out / "bizbench_demo" and demo.complete and not pool.complete
+    manifest = json.loads((demo.out_dir / "manifest.json").read_text())
+    assert manifest["run_key"] == demo.result.results["run_key"] and manifest["versions"] == {"v": 1}
+    assert manifest["store"] == str(out / "store.sqlite") and manifest["data_dir"] == str(tmp_path / "no-exam")
+    assert not (out / "cfinbench" / "manifest.json").exists() and not (out / "tagged" / "manifest.json").exists()
+    assert pool.wall_s > 0
 
 
 # --- the CLI ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .._cli import fail
+from ..cli_common import fail, resolve_data_dir
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Benchmark data: official sources, checksums, licences; pull into the data dir.")
@@ -27,7 +27,7 @@ def list_command(
     checksums: bool = typer.Option(False, "--verify", help="Check every sha256 too (slower), not only sizes."),
 ) -> None:
     """Every known dataset: files, size, licence, and whether it is in the data dir."""
-    from .registry import human_size, load_registry, resolve_data_dir, verify
+    from .registry import human_size, load_registry, verify
 
     root = resolve_data_dir(data_dir)
     rows = []

@@ -5,7 +5,7 @@ Names are loaded on first use so that importing the CLI does not import pandas.
 
 from __future__ import annotations
 
-from finharness._lazy import lazy_exports
+from finharness.util import lazy_exports
 
 _EXPORTS = {
     "load_prices": "prices",

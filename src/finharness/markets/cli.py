@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .._cli import fail
+from ..cli_common import fail
 from ..data.io import atomic_write_text
 
 markets_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,

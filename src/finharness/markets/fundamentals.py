@@ -88,7 +88,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 import numpy as np
 import pandas as pd
 
-from .._numbers import finite_or_none
+from ..util import finite_or_none
 from ..data.errors import DataError
 from .filings import FilingRef, discover_filings
 from .prices import load_prices

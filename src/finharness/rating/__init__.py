@@ -3,7 +3,7 @@ seeded bootstrap 95% intervals, plus agreement between rating tables and between
 
 from __future__ import annotations
 
-from finharness._lazy import lazy_exports
+from finharness.util import lazy_exports
 
 # Loaded on first use so that importing the CLI does not import scipy.
 _EXPORTS = {

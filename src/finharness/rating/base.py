@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._numbers import finite_or_none
+from ..util import finite_or_none
 from .matches import Match
 
 

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._cli import fail
-from .._numbers import format_number
+from ..cli_common import fail
+from ..util import format_number
 
 if TYPE_CHECKING:  # scipy behind these is imported only when a rating command runs
     from .base import RatingTable

@@ -18,7 +18,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-from .._numbers import finite_or_none
+from ..util import finite_or_none
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from markupsafe import Markup
 
-from .._text import natural_key
+from ..util import natural_key
 from ..stats import paired_test
 from .markup import (details, figure, fmt_ci, fmt_metric, fmt_num, fmt_p, is_percent_metric, note, section, stars,
                      subsection, table)

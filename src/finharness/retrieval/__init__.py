@@ -9,7 +9,7 @@ onnxruntime or pandas.
 
 from __future__ import annotations
 
-from finharness._lazy import lazy_exports
+from finharness.util import lazy_exports
 
 _EXPORTS = {
     "Retriever": "retrieve",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from .._cli import fail
+from ..cli_common import fail, resolve_data_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +39,6 @@ def retrieve_command(
     import datetime as dt
 
     from finharness.data.errors import DataError
-    from finharness.data.registry import resolve_data_dir
 
     from .dense import DenseUnavailable
     from .retrieve import RetrievalConfig, Retriever

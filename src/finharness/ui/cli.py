@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from .._cli import fail
-from .._numbers import format_number
+from ..cli_common import fail
+from ..util import format_number
 
 if TYPE_CHECKING:
     from .storage import RaterStore

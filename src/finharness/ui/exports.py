@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .._numbers import finite_or_none
+from ..util import finite_or_none
 from ..rating.compare import RatingAgreement, cohen_kappa, compare_ratings
 from ..rating.matches import Match, MatchFileError, read_matches, write_matches
 from ..rating.rate import RatingOptions, rate_table

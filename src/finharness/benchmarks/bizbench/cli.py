@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from ...data.errors import DataError
-from ..._cli import fail
+from ...cli_common import fail
 
 
 def secnum_command(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from ..._cli import fail
+from ...cli_common import fail
 from ...data.errors import DataError
 from .convert import convert_ideafinbench
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ..._text import natural_key
+from ...util import natural_key
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score

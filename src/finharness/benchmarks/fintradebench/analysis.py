@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..._numbers import finite_or_none
+from ...util import finite_or_none
 from ...data.errors import DataError
 from ...data.io import iter_jsonl, read_text
 from ...rating.compare import cohen_kappa, compare_ratings

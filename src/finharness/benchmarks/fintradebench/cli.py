@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from ..._cli import fail
+from ...cli_common import fail
 
 fintradebench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                                 help="FinTradeBench: scale questions, compare No-RAG vs RAG runs, judge agreement, "
@@ -121,7 +121,7 @@ def fundamentals_command(
 
 def register(app: typer.Typer) -> None:
     """Add the `fintradebench` command group (with its `build` sub-group) to the main CLI."""
-    from .build.cli import build_app
+    from .construction.cli import build_app
 
     fintradebench_app.add_typer(build_app, name="build")
     app.add_typer(fintradebench_app, name="fintradebench")

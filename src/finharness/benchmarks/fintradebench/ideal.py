@@ -34,7 +34,7 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from ..._numbers import format_number
+from ...util import format_number
 from ...markets.fundamentals import RATIOS, TickerFundamentals, load_official
 from ...markets.prices import load_prices, price_column
 from ...markets.signals import SIGNAL_COLUMNS, compute_signals

@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ..._text import natural_key
+from ...util import natural_key
 from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task

@@ -7,13 +7,12 @@ imported inside the command.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from ..._cli import fail
+from ...cli_common import LiveProgress, fail, resolve_data_dir, resolve_store
 
 ucfe_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="UCFE: judge two runs' dialogues in pairs (then `finharness rate`).")
@@ -64,8 +63,6 @@ def judge_command(
     try:
         side_a, side_b = load_dialogues(run_a), load_dialogues(run_b)
         wanted = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
-        from ...data.registry import resolve_data_dir
-
         items = load_items(resolve_bench_file(resolve_data_dir(data_dir)), wanted)
         backend = from_spec(judge)
     except (DataError, SpecError) as err:
@@ -76,8 +73,7 @@ def judge_command(
         fail(f"both runs are named {names[0]!r}; tell them apart with --name-a / --name-b")
     out = out or Path("runs") / f"ucfe-judge__{_slug(names[0])}__{_slug(names[1])}__{mode}" / "matches.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
-                           else out.parent / "store.sqlite")
+    store_path = resolve_store(store, out.parent / "store.sqlite")
     settings = JudgeSettings(mode=mode, max_tokens=max_tokens)
     run_store = RunStore(store_path)
     counters = RunCounters(samples_total=sum(i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues
@@ -85,8 +81,6 @@ def judge_command(
     try:
         handle = CachedModel(backend, run_store, counters, role="judge", concurrency=concurrency)
         pair_judge = PairJudge(handle, settings, name_a=names[0], name_b=names[1])
-        from ...cli import LiveProgress  # the main CLI's progress display (imported late: it imports us)
-
         with LiveProgress(f"ucfe judge ({mode}) with {judge}", enabled=not quiet) as live:
             def tick() -> None:
                 counters.samples_done += 1

@@ -1,6 +1,6 @@
 """`finharness fintradebench build calibrate|metrics`: phase 2 and the construction metrics of a build.
 
-build/cli.py calls `register(build_app)`; heavy imports (numpy, scipy) happen inside the commands.
+construction/cli.py calls `register(build_app)`; heavy imports (numpy, scipy) happen inside the commands.
 Both commands write their JSON into the build directory (atomically) and print a table, or the JSON
 with --json.
 """
@@ -13,7 +13,7 @@ from typing import Iterable, Optional, Sequence
 
 import typer
 
-from ...._cli import fail
+from ....cli_common import fail
 
 CALIBRATION_FILE = "calibration.json"
 METRICS_FILE = "metrics.json"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
-from ...._text import natural_key
+from ....util import natural_key
 from ....core.backend import Backend, CallFailed
 from ....core.runner import CachedModel, RunCounters
 from ....core.store import RunStore

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ...._numbers import MISSING, finite_or_none, format_number
+from ....util import MISSING, finite_or_none, format_number
 from ....data.errors import DataError
 from ....data.io import iter_jsonl, read_text
 from ....rating.compare import compare_ratings

@@ -54,7 +54,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ...._numbers import MISSING, finite_or_none, format_number
+from ....util import MISSING, finite_or_none, format_number
 from ....data.errors import DataError
 from ....data.io import iter_jsonl
 from ....stats import Estimate, mean_ci, proportion_ci, weighted_mean_ci

@@ -1,6 +1,6 @@
 """`finharness fintradebench build candidates|audit|judge|scale|run` (and helper 10b's calibrate|metrics).
 
-Every command works on a build directory OUT (files in build/__init__.py) with a run store in it
+Every command works on a build directory OUT (files in construction/__init__.py) with a run store in it
 (OUT/store.sqlite, or --store / $FINHARNESS_STORE): rerunning a command makes no model call twice.
 Heavy imports happen inside the commands.
 """
@@ -8,13 +8,12 @@ Heavy imports happen inside the commands.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
 
-from ...._cli import fail
+from ....cli_common import LiveProgress, fail, resolve_data_dir, resolve_store
 
 build_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="Build a FinTradeBench-style question set: candidates and self-selection, numerical "
@@ -46,12 +45,6 @@ def _backends(specs: list[str]) -> dict[str, Any]:
         fail(str(err))
 
 
-def _data_root(data_dir: Optional[Path]) -> Path:
-    from ....data.registry import resolve_data_dir
-
-    return resolve_data_dir(data_dir)
-
-
 def _session(out: Path, store: Optional[Path], data_dir: Optional[Path], seed: int, concurrency: Optional[int],
              quiet: bool) -> Any:
     from ....core.store import RunStore
@@ -59,14 +52,12 @@ def _session(out: Path, store: Optional[Path], data_dir: Optional[Path], seed: i
     from .pipeline import STORE_FILE, BuildSession
 
     out.mkdir(parents=True, exist_ok=True)
-    store_path = store or (Path(os.environ["FINHARNESS_STORE"]) if os.environ.get("FINHARNESS_STORE")
-                           else out / STORE_FILE)
-    from ....cli import LiveProgress  # the main CLI's progress display (imported late: it imports us)
+    store_path = resolve_store(store, out / STORE_FILE)
 
     def progress(label: str) -> Any:
         return LiveProgress(f"build {label}", enabled=not quiet)
 
-    return BuildSession(out=out, store=RunStore(store_path), market=MarketData(_data_root(data_dir)),
+    return BuildSession(out=out, store=RunStore(store_path), market=MarketData(resolve_data_dir(data_dir)),
                         concurrency=concurrency, seed=seed, progress=progress)
 
 
@@ -106,7 +97,7 @@ def _load_questions(data_dir: Optional[Path], question_file: Optional[Path], per
     from ..questions import SEED_FILE, read_questions
     from .pipeline import select_questions
 
-    root = _data_root(data_dir)
+    root = resolve_data_dir(data_dir)
     for value, name in ((per_category, "--per-category"), (total, "--questions")):
         if value is not None and value < 1:
             fail(f"{name} must be 1 or more")
@@ -224,7 +215,7 @@ def _scale(seeds: list[Any], data_dir: Optional[Path], out: Path, size: int, see
     if tickers and new_tickers is not None:
         fail("give --tickers or --new-tickers, not both")
     try:
-        return scale_seeds(seeds, _data_root(data_dir), size, out / SCALED_FILE, seed=seed,
+        return scale_seeds(seeds, resolve_data_dir(data_dir), size, out / SCALED_FILE, seed=seed,
                            tickers=tickers.split(",") if tickers else None, new_ticker_count=new_tickers)
     except (DataError, ValueError) as err:
         fail(str(err))

@@ -1,0 +1,127 @@
+"""What every `finharness` command shares: usage errors, `-o KEY=VALUE` options, the data root, the run
+store, the progress display.
+
+`finharness.cli` (the entry point) and every command group (data/, markets/, rating/, retrieval/, ui/,
+the benchmarks' cli.py) import these from here; nothing in the package imports `finharness.cli`,
+which imports the groups to register them. Heavy imports (rich, the data registry) happen on use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+
+
+def fail(message: str) -> NoReturn:
+    """Print `error: MESSAGE` to stderr (red on a terminal) and exit with status 2, the CLI's usage-error code."""
+    typer.secho(f"error: {message}", fg="red", err=True)
+    raise typer.Exit(2)
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """`-o key=value` pairs; values parsed as JSON when they are JSON (numbers, booleans), else strings."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            fail(f"option {pair!r} is not KEY=VALUE")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def resolve_data_dir(value: Optional[Path]) -> Path:
+    """The data root of a command: its --data-dir when given, else $FINHARNESS_DATA_DIR, else `<cache>/data`
+    (data/registry.py resolve_data_dir)."""
+    from .data.registry import resolve_data_dir as resolve
+
+    return resolve(value)
+
+
+def resolve_store(value: Optional[Path], default: Path) -> Path:
+    """The run store of a command: its --store when given, else $FINHARNESS_STORE when set, else `default`
+    (the store beside the command's output)."""
+    if value:
+        return value
+    env = os.environ.get("FINHARNESS_STORE")
+    return Path(env) if env else default
+
+
+class LiveProgress:
+    """done/total, ETA, tokens/s, cache hits, retries, failures: a rich bar on a terminal, lines otherwise.
+
+    Called with a run's counters it shows that run; `row(label)` gives the callback of one more run
+    shown in the same display (the tasks of a pooled run), the first row then showing their sums."""
+
+    TOTALS = ("samples_done", "samples_total", "completion_tokens", "cache_hits", "retries", "failures")
+    """The counters a pooled run's first row adds up over its tasks."""
+
+    def __init__(self, label: str, enabled: bool = True):
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self.label = label
+        self.enabled = enabled
+        self.started = time.perf_counter()
+        self.last_line: dict[str, float] = {}
+        self.progress = None
+        self.task_id = None
+        self.rows: dict[str, Any] = {}
+        """The latest counters of each row's run."""
+
+    def __enter__(self) -> "LiveProgress":
+        if self.enabled and self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
+                                     console=self.console)
+            self.progress.__enter__()
+            self.task_id = self.progress.add_task(self.label, total=None, stats="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def __call__(self, c: Any) -> None:
+        self._show(self.task_id, self.label, c)
+
+    def row(self, label: str) -> Any:
+        """The progress callback of one run among several shown together."""
+        row_id = self.progress.add_task(label, total=None, stats="") if self.progress is not None else None
+
+        def update(c: Any) -> None:
+            self.rows[label] = c
+            self._show(row_id, label, c)
+            if self.progress is not None:  # as lines, each task's own lines say enough
+                from types import SimpleNamespace
+
+                totals = {name: sum(getattr(r, name) for r in self.rows.values()) for name in self.TOTALS}
+                self._show(self.task_id, self.label, SimpleNamespace(**totals))
+
+        return update
+
+    def _show(self, row_id: Any, label: str, c: Any) -> None:
+        if not self.enabled:
+            return
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        stats = (f"{c.completion_tokens / elapsed:.1f} tok/s  cache {c.cache_hits}  "
+                 f"retries {c.retries}  failures {c.failures}")
+        if self.progress is not None:
+            self.progress.update(row_id, total=c.samples_total, completed=c.samples_done, stats=stats)
+            return
+        now = time.perf_counter()
+        if c.samples_done == c.samples_total or now - self.last_line.get(label, 0.0) > 5:
+            self.last_line[label] = now
+            rate = c.samples_done / elapsed
+            eta = (c.samples_total - c.samples_done) / rate if rate > 0 else float("nan")
+            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
+                               highlight=False)

@@ -1,0 +1,69 @@
+"""Small helpers with no home of their own: numbers that may be missing, natural sort keys, lazy package exports.
+
+Numbers that may be missing (None, NaN, ±inf) on their way into JSON and into text tables: JSON has
+no NaN or Infinity, so results files write a missing statistic as null (finite_or_none); tables
+print a dash (format_number).
+
+Lazy package exports (lazy_exports): a package names its public API without importing the modules
+behind it. Packages whose modules pull in pandas, scipy, bm25s or onnxruntime use this so that
+importing the CLI (which imports every command group) stays light:
+
+    __getattr__, __all__ = lazy_exports(__name__, {"load_prices": "prices", ...})
+
+This module imports nothing from finharness: anything in the package may import it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from importlib import import_module
+from typing import Any
+
+# -- numbers that may be missing -------------------------------------------------------------------
+
+MISSING = "—"
+"""How text tables show a missing number."""
+
+
+def finite_or_none(x: float | None, digits: int | None = None) -> float | None:
+    """x as a JSON number (rounded to `digits` when given), or None when it is None, NaN or infinite."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x) if digits is None else round(float(x), digits)
+
+
+def format_number(x: float | None, digits: int, missing: str = MISSING) -> str:
+    """x with `digits` decimals, or `missing` when it is None, NaN or infinite."""
+    return missing if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+_DIGIT_RUNS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple:
+    """Sort key that orders digit runs by value: '1-2' before '1-10'; names without numbers sort
+    alphabetically after numbered ones."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGIT_RUNS.split(text) if part)
+
+
+# -- lazy package exports --------------------------------------------------------------------------
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], list[str]]:
+    """A module-level `__getattr__` (PEP 562) and `__all__` for `package`.
+
+    `exports` maps each public name to the submodule (relative to `package`) that defines it;
+    the submodule is imported on the first access to one of its names.
+    """
+    exports = dict(exports)
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(import_module(f".{exports[name]}", package), name)
+
+    return __getattr__, sorted(exports)

@@ -1,0 +1,201 @@
+"""Imports go one way: no import circle inside src/finharness (issue 20, item 2).
+
+The graph is read from the source with `ast`, not from what Python happens to import: every
+`import finharness.x` and `from ... import` (absolute or relative) of a finharness module is an
+edge, and a `from pkg import name` where `name` is a submodule is an edge to the submodule. Imports
+inside functions count too: an import made late to dodge a circle is still a circle to a reader,
+to refactoring tools and to type checkers, and one reordering away from an ImportError. (When this
+test was written no circle existed through function-level imports either, so none is exempt.)
+Imports by string (`importlib.import_module` in benchmarks/registry.py, util.lazy_exports) are not
+edges: they name their target only when called.
+
+The command line is the top of the graph: `finharness.cli` registers every command group, so
+nothing but the entry point (`python -m finharness`) imports it; what the groups share is in
+`finharness.cli_common`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "src" / "finharness"
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    in_function: bool
+
+    def __str__(self) -> str:
+        where = " (inside a function)" if self.in_function else ""
+        return f"{self.source} -> {self.target}  line {self.line}{where}"
+
+
+def package_modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package) for every .py under `root` (a package folder)."""
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        modules[".".join(parts)] = (path, is_package)
+    return modules
+
+
+def import_edges(root: Path) -> list[Edge]:
+    """Every import of a module of the package under `root` by another (or the same) module of it."""
+    modules = package_modules(root)
+    package = root.name
+    edges: list[Edge] = []
+
+    def known(name: str | None) -> str | None:
+        """The module `name` names, or the innermost package holding it (`pkg.mod.attr` -> `pkg.mod`)."""
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for module, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+        def add(target: str | None, node: ast.stmt, in_function: bool) -> None:
+            if target is not None and (target == package or target.startswith(package + ".")):
+                resolved = known(target)
+                if resolved is not None:
+                    edges.append(Edge(module, resolved, node.lineno, in_function))
+
+        def visit(node: ast.AST, in_function: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                if isinstance(child, ast.Import):
+                    for alias in child.names:
+                        add(alias.name, child, inside)
+                elif isinstance(child, ast.ImportFrom):
+                    if child.level:
+                        base = module.split(".") if is_package else module.split(".")[:-1]
+                        base = base[:len(base) - (child.level - 1)]
+                        origin = ".".join(base + ([child.module] if child.module else []))
+                    else:
+                        origin = child.module or ""
+                    submodules = [f"{origin}.{a.name}" for a in child.names if f"{origin}.{a.name}" in modules]
+                    for submodule in submodules:
+                        add(submodule, child, inside)
+                    if len(submodules) < len(child.names):  # names defined in `origin` itself
+                        add(origin, child, inside)
+                visit(child, inside)
+
+        visit(tree, False)
+    return edges
+
+
+def import_cycles(edges: list[Edge]) -> list[list[str]]:
+    """The strongly connected components with more than one module, and modules importing themselves."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        graph.setdefault(e.source, set()).add(e.target)
+        graph.setdefault(e.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for start in sorted(graph):  # Tarjan's algorithm, iteratively (no recursion limit)
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph[node]:
+                        components.append(sorted(component))
+    return sorted(components)
+
+
+def describe(cycles: list[list[str]], edges: list[Edge]) -> str:
+    lines = []
+    for component in cycles:
+        members = set(component)
+        lines.append(f"import circle of {len(component)} module(s): {', '.join(component)}")
+        lines += [f"    {e}" for e in edges if e.source in members and e.target in members]
+    return "\n".join(lines)
+
+
+def test_no_import_circle_in_the_package():
+    edges = import_edges(PACKAGE_ROOT)
+    assert len({e.source for e in edges}) > 100  # the walk saw the package
+    cycles = import_cycles(edges)
+    assert not cycles, "\n" + describe(cycles, edges)
+
+
+def test_only_the_entry_point_imports_the_command_line():
+    importers = sorted({e.source for e in import_edges(PACKAGE_ROOT) if e.target == "finharness.cli"})
+    assert importers == ["finharness.__main__"]
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "pkg"
+
+
+def test_the_walk_finds_a_planted_circle_in_any_import_form(tmp_path: Path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/top.py": "import json\nfrom .sub import helpers\n",            # from PKG import SUBMODULE
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/helpers.py": "from ..util import thing\n",               # relative, two levels
+        "pkg/util.py": "def thing():\n    import pkg.top\n",              # absolute, inside a function
+        "pkg/alone.py": "from pkg import util\nfrom . import alone\n",   # a module importing itself
+        "pkg/clean.py": "from pkg.util import thing\nfrom typing import Any\n",
+    })
+    edges = import_edges(package)
+    assert {(e.source, e.target) for e in edges} == {
+        ("pkg.top", "pkg.sub.helpers"), ("pkg.sub.helpers", "pkg.util"), ("pkg.util", "pkg.top"),
+        ("pkg.alone", "pkg.util"), ("pkg.alone", "pkg.alone"), ("pkg.clean", "pkg.util")}
+    assert [e for e in edges if e.source == "pkg.util"][0].in_function
+    cycles = import_cycles(edges)
+    assert cycles == [["pkg.alone"], ["pkg.sub.helpers", "pkg.top", "pkg.util"]]
+    message = describe(cycles, edges)
+    assert "pkg.util -> pkg.top  line 2 (inside a function)" in message
+
+
+def test_a_package_whose_names_are_not_submodules_is_the_edge(tmp_path: Path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "from .core import Thing\n",
+        "pkg/core/__init__.py": "from .types import Thing\n",
+        "pkg/core/types.py": "class Thing: ...\n",
+        "pkg/user.py": "from .core import Thing, types\n",  # both: the package's own name and a submodule
+    })
+    edges = {(e.source, e.target) for e in import_edges(package)}
+    assert edges == {("pkg", "pkg.core"), ("pkg.core", "pkg.core.types"), ("pkg.user", "pkg.core"),
+                     ("pkg.user", "pkg.core.types")}
+    assert import_cycles(import_edges(package)) == []
