@@ -7,7 +7,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 ENGINE_BUILD := $(BIN)/python src/finharness/backends/engine_build.py --python $(BIN)/python
 
-.PHONY: setup engine sysdeps model demo test test-all bench clean
+.PHONY: setup engine sysdeps model demo test lint test-all bench clean
 
 # The engine (llama-cpp-python) is compiled for this CPU without AMX and cached per machine
 # (src/finharness/backends/engine_build.py) before pip would build it its own way.
@@ -49,6 +49,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# ruff with the small rule set in pyproject.toml (pyflakes, import order, statement and syntax errors).
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # Everything, including slow tests and the 1.5B model (installs its 1.1 GB of chunks).
 test-all: setup

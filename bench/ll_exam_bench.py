@@ -36,8 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import DATA_DIR, FINHARNESS, Goal, Row, free_port, gemma_path, start_llama_cpp_server, stop, \
-    wait_until_up
+from benchlib import DATA_DIR, FINHARNESS, Goal, Row, free_port, gemma_path, start_llama_cpp_server, stop, wait_until_up
 
 from finharness.benchmarks.bizbench.finknow import FinKnowTask, ll_context
 

@@ -472,7 +472,6 @@ def _register_extensions() -> None:
     register_fintradebench(app)
     from .markets.cli import register as register_markets
     from .rating.cli import register as register_rating
-
     from .retrieval.cli import register as register_retrieval
 
     register_markets(app)

@@ -6,9 +6,19 @@ import math
 
 import pytest
 
-from finharness.benchmarks.bizbench.tatqa import (ProgramError, build_codetatqa, build_tatqa_e, document_context,
-                                                  evaluate_gold_program, gold_program, markdown_table, parse_cell,
-                                                  reproduces, table_frame, tatqa_file)
+from finharness.benchmarks.bizbench.tatqa import (
+    ProgramError,
+    build_codetatqa,
+    build_tatqa_e,
+    document_context,
+    evaluate_gold_program,
+    gold_program,
+    markdown_table,
+    parse_cell,
+    reproduces,
+    table_frame,
+    tatqa_file,
+)
 from finharness.extract.numbers import parse_number
 
 SALES = [["", "", "Years Ended September 30,", ""],

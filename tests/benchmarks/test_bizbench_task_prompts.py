@@ -11,8 +11,14 @@ import pytest
 from finharness.benchmarks.bizbench import task as numeric
 from finharness.benchmarks.bizbench.finknow import FinKnowTask, ll_context
 from finharness.benchmarks.bizbench.formulaeval.task import FormulaEvalTask
-from finharness.benchmarks.bizbench.prompts import (PROMPT_FILES, conflict_sides, formulaeval_messages,
-                                                    load_prompt_file, render_question, resolve_conflicts)
+from finharness.benchmarks.bizbench.prompts import (
+    PROMPT_FILES,
+    conflict_sides,
+    formulaeval_messages,
+    load_prompt_file,
+    render_question,
+    resolve_conflicts,
+)
 from finharness.core.types import Sample
 from finharness.data.errors import DataError
 

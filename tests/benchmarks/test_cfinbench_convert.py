@@ -9,9 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from finharness.benchmarks.cfinbench.cli import register
 from finharness.benchmarks.cfinbench.convert import convert_ideafinbench
 from finharness.benchmarks.cfinbench.task import CFinBenchTask
-from finharness.benchmarks.cfinbench.cli import register
 from finharness.data.errors import DataError
 
 

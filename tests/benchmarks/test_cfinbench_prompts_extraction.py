@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.cfinbench.extraction import official_postprocess, read_gold, read_reply
-from finharness.benchmarks.cfinbench.prompts import (FEW_SHOT_NOTE, TEMPLATES, instruction,
-                                                      loglikelihood_continuation, official_loglikelihood_string,
-                                                      right_truncate)
+from finharness.benchmarks.cfinbench.prompts import (
+    FEW_SHOT_NOTE,
+    TEMPLATES,
+    instruction,
+    loglikelihood_continuation,
+    official_loglikelihood_string,
+    right_truncate,
+)
+from finharness.benchmarks.cfinbench.task import CFinBenchTask
 
 from .test_cfinbench_task import write_exam
 

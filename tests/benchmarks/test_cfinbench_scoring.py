@@ -6,8 +6,13 @@ import math
 
 import pytest
 
-from finharness.benchmarks.cfinbench.scoring import (ScoredItem, macro_over_categories, renormalised_weights,
-                                                     score_answer, summarise)
+from finharness.benchmarks.cfinbench.scoring import (
+    ScoredItem,
+    macro_over_categories,
+    renormalised_weights,
+    score_answer,
+    summarise,
+)
 
 # gold 'ACD': (prediction, strict, paper, opencompass)
 MULTIPLE = [

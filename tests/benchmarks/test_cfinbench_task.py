@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.cfinbench.categories import OFFICIAL_CATEGORIES
+from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.core.task import Models, SampleRecord
 from finharness.core.types import GenerateResponse, LoglikelihoodResponse
 from finharness.data.errors import DataError

@@ -6,17 +6,22 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typer
-import numpy as np
 from scipy.stats import spearmanr, t
 from typer.testing import CliRunner
 
-from finharness.data.io import write_jsonl
 from finharness.benchmarks.fintradebench.construction.calibration import (
-    ALL, OVERALL, RATER_APP_DIMENSIONS, calibrate_build, read_human_scores)
+    ALL,
+    OVERALL,
+    RATER_APP_DIMENSIONS,
+    calibrate_build,
+    read_human_scores,
+)
 from finharness.benchmarks.fintradebench.construction.cli_analysis import register
 from finharness.data.errors import DataError
+from finharness.data.io import write_jsonl
 from finharness.ui.exports import RUBRIC_COLUMNS
 from finharness.ui.storage import RUBRIC_DIMENSIONS
 

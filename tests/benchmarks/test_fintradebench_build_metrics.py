@@ -10,11 +10,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from finharness.data.io import write_jsonl
 from finharness.benchmarks.fintradebench.construction.cli_analysis import register
 from finharness.benchmarks.fintradebench.construction.metrics import (
-    Composite, composite, construction_metrics, parse_weights, read_audit, self_critique, self_critique_of)
+    Composite,
+    composite,
+    construction_metrics,
+    parse_weights,
+    read_audit,
+    self_critique,
+    self_critique_of,
+)
 from finharness.data.errors import DataError
+from finharness.data.io import write_jsonl
 
 EXAMPLE = Path(__file__).parents[1] / "golden" / "fintradebench_human_scores_example.csv"
 A, B = "embedded", "embedded:1.5b"

@@ -10,15 +10,24 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from finharness.benchmarks.fintradebench.construction.candidates import (DEFAULT_BUILD_LEVELS, CandidateAnswer,
-                                                                  neutral_order, parse_levels, render_level,
-                                                                  self_select)
+from finharness.benchmarks.fintradebench.construction.candidates import (
+    DEFAULT_BUILD_LEVELS,
+    CandidateAnswer,
+    neutral_order,
+    parse_levels,
+    render_level,
+    self_select,
+)
+from finharness.benchmarks.fintradebench.construction.pipeline import (
+    BuildQuestion,
+    read_questions_file,
+    select_questions,
+)
 from finharness.benchmarks.fintradebench.prompts import parse_label
-from finharness.core.types import GenerateResponse
-from finharness.benchmarks.fintradebench.construction.pipeline import BuildQuestion, read_questions_file, select_questions
 from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
 from finharness.cli import app
 from finharness.core.store import RunStore
+from finharness.core.types import GenerateResponse
 from finharness.data.errors import DataError
 
 VERDICT = {"evaluations": [{"indicator_analysis": {"found_indicators": ["RSI"], "total_golden_indicators": 3,

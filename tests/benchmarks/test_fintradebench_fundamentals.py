@@ -7,8 +7,13 @@ import math
 
 import pytest
 
-from finharness.markets.fundamentals import (RATIOS, FundamentalsConfig, TickerFundamentals, compare_with_official,
-                                             split_factors)
+from finharness.markets.fundamentals import (
+    RATIOS,
+    FundamentalsConfig,
+    TickerFundamentals,
+    compare_with_official,
+    split_factors,
+)
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,21 @@ import pytest
 from typer.testing import CliRunner
 
 from finharness.markets.filings import FilingRef
-from finharness.markets.fundamentals import (BALANCE_SHEET_DEBT, FilingNumbers, FundamentalsConfig, Knowledge,
-                                             Observation, RatioAgreement, TickerFundamentals, balance_sheet_columns,
-                                             balance_sheet_debt, compare_with_official, filing_numbers,
-                                             format_agreement, quarter_inputs, ratios)
+from finharness.markets.fundamentals import (
+    FilingNumbers,
+    FundamentalsConfig,
+    Knowledge,
+    Observation,
+    RatioAgreement,
+    TickerFundamentals,
+    balance_sheet_columns,
+    balance_sheet_debt,
+    compare_with_official,
+    filing_numbers,
+    format_agreement,
+    quarter_inputs,
+    ratios,
+)
 from finharness.markets.xbrl import parse_filing
 
 NOW, BEFORE = dt.date(2024, 12, 31), dt.date(2023, 12, 31)

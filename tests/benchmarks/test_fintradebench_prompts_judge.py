@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from finharness.benchmarks.fintradebench.judge import (JUDGE_ATTEMPTS, judge_answer, judge_messages,
-                                                      parse_verdict)
-from finharness.benchmarks.fintradebench.prompts import (Candidate, parse_selection, render, selection_prompt)
+from finharness.benchmarks.fintradebench.judge import JUDGE_ATTEMPTS, judge_answer, judge_messages, parse_verdict
+from finharness.benchmarks.fintradebench.prompts import Candidate, parse_selection, render, selection_prompt
 from finharness.core.types import GenerateResponse
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "fintradebench_prompts.json").read_text(encoding="utf-8"))

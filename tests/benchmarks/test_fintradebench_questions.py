@@ -6,10 +6,22 @@ import datetime as dt
 
 import pytest
 
-from finharness.benchmarks.fintradebench.indicators import (CANONICAL, canonical, f1_official, f1_proper,
-                                                           named_indicators, split_indicators)
-from finharness.benchmarks.fintradebench.questions import (SEED_FILE, category_of, read_questions, resolve_date,
-                                                          resolve_tickers, summarise)
+from finharness.benchmarks.fintradebench.indicators import (
+    CANONICAL,
+    canonical,
+    f1_official,
+    f1_proper,
+    named_indicators,
+    split_indicators,
+)
+from finharness.benchmarks.fintradebench.questions import (
+    SEED_FILE,
+    category_of,
+    read_questions,
+    resolve_date,
+    resolve_tickers,
+    summarise,
+)
 from finharness.data.errors import DataError
 
 

@@ -261,8 +261,8 @@ def test_judge_agreement_reuses_rating_compare(tmp_path):
 
 
 def test_scale_writes_answerable_variants_and_the_task_reads_them(shared_data, tmp_path):
-    from typer.testing import CliRunner
     import typer
+    from typer.testing import CliRunner
 
     from finharness.benchmarks.fintradebench.cli import register
     from finharness.benchmarks.fintradebench.questions import read_questions
@@ -453,10 +453,8 @@ def test_price_premise_reads_the_stated_move(text, sign):
 
 def test_scaled_variants_keep_a_price_premise_only_where_the_price_moved_that_way(shared_data):
     from finharness.benchmarks.fintradebench.ideal import MarketData
-    from finharness.benchmarks.fintradebench.questions import resolve_date
+    from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions, resolve_date
     from finharness.benchmarks.fintradebench.scaling import scale_questions
-
-    from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
 
     seeds = [q for q in read_questions(Path(shared_data) / SEED_FILE) if q.id in ("FT5", "FT16")]  # 'rally' and 'dip'
     variants, report = scale_questions(seeds, shared_data, 8, seed=1, tickers=["META", "AAPL", "MSFT", "NVDA"])

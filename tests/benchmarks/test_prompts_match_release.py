@@ -40,10 +40,17 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from finharness.benchmarks.cfinbench.categories import OFFICIAL_CATEGORIES
-from finharness.benchmarks.cfinbench.prompts import (ANSWER_CUE, EXAMPLE_ANSWER_CUE, SHOTS, instruction,
-                                                      loglikelihood_context, loglikelihood_continuation,
-                                                      official_loglikelihood_string, three_shot_prompt,
-                                                      zero_shot_prompt)
+from finharness.benchmarks.cfinbench.prompts import (
+    ANSWER_CUE,
+    EXAMPLE_ANSWER_CUE,
+    SHOTS,
+    instruction,
+    loglikelihood_context,
+    loglikelihood_continuation,
+    official_loglikelihood_string,
+    three_shot_prompt,
+    zero_shot_prompt,
+)
 from finharness.benchmarks.fintradebench import judge as ftb_judge
 from finharness.benchmarks.fintradebench import prompts as ftb
 from finharness.benchmarks.ucfe import prompts as ucfe

@@ -9,8 +9,16 @@ import pytest
 
 from finharness.benchmarks.ucfe.data import load_dialogues, load_items, resolve_bench_file
 from finharness.benchmarks.ucfe.dialogue import model_system_prompt, user_system_prompt
-from finharness.benchmarks.ucfe.prompts import (FOLLOW_UP_CONTINUE, FOLLOW_UP_END, ends_dialogue, fill_placeholders,
-                                                follow_up_message, judge_prompt, render_labelled, render_official)
+from finharness.benchmarks.ucfe.prompts import (
+    FOLLOW_UP_CONTINUE,
+    FOLLOW_UP_END,
+    ends_dialogue,
+    fill_placeholders,
+    follow_up_message,
+    judge_prompt,
+    render_labelled,
+    render_official,
+)
 from finharness.data.errors import DataError
 
 LOG = "ucfe/log/20241005_143552_gpt-4o_eng.json"

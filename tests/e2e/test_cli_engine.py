@@ -41,7 +41,7 @@ def test_run_writes_results_samples_and_manifest(tmp_path: Path):
     acc = res["metrics"]["accuracy"]
     assert acc["n"] == 12 and 0 <= acc["ci95"][0] <= acc["value"] <= acc["ci95"][1] <= 1
     assert set(res["groups"]["lang"]) == {"en", "zh"}
-    lines = [json.loads(l) for l in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    lines = [json.loads(row) for row in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
     assert len(lines) == 12 and {"id", "prompt", "response", "extraction", "score", "truncated", "tokens",
                                   "latency_s", "cache_hit"} <= set(lines[0])
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

@@ -19,10 +19,10 @@ def test_demo_on_embedded_model_runs_and_reruns_from_the_store(tmp_path: Path):
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["status"] == "complete" and res["counts"]["calls"] == 3
     assert res["metrics"]["accuracy"]["n"] == 3
-    lines = [json.loads(l) for l in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    lines = [json.loads(row) for row in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
     # the prompt as sent is the GGUF chat template's rendering, and a real reply came back
-    assert all("<|im_start|>user" in l["prompt"] for l in lines)
-    assert all(l["response"] and l["tokens"]["completion"] > 0 for l in lines)
+    assert all("<|im_start|>user" in row["prompt"] for row in lines)
+    assert all(row["response"] and row["tokens"]["completion"] > 0 for row in lines)
     second = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert second.returncode == 0, second.stderr
     again = json.loads((tmp_path / "out" / "results.json").read_text())

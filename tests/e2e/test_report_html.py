@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from finharness.cli import app
 from finharness.report import write_html_report
-
 from tests.conftest import requires, skip_or_fail
 
 from ..benchmarks.test_cfinbench_task import write_exam

@@ -97,5 +97,5 @@ def test_a_request_that_keeps_failing_is_recorded_never_scored(tmp_path: Path):
     assert res["counts"]["failures"] == 1 and res["counts"]["failed_samples"] == 1
     assert res["metrics"]["accuracy"]["n"] == 11
     lines = sample_lines(tmp_path / "bad")
-    failed = [l for l in lines if l["failed"]]
+    failed = [row for row in lines if row["failed"]]
     assert len(failed) == 1 and failed[0]["score"] is None and "400" in failed[0]["failed"]

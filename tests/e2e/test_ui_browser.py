@@ -21,13 +21,12 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from tests.conftest import requires
-
 from finharness.rating import Match, cohen_kappa, write_matches
 from finharness.ui.app import create_app
 from finharness.ui.exports import agreement, export_matches
 from finharness.ui.queue import load_pairs, load_rubric
 from finharness.ui.storage import RaterStore
+from tests.conftest import requires
 
 from ..unit.ui_fixtures import ITEMS, MODELS, QUALITY, quality_of, write_dialogue_run, write_qa_run
 

@@ -29,8 +29,19 @@ import pytest
 from typer.testing import CliRunner
 
 from ..benchmarks.test_fintradebench_task import verdict
-from ._runs import (Chain, Killed, KillPoint, crash_chain, fake_spec, kill_points, logged, repeated_exam,
-                    run_outcome, sample_lines, stored_samples)
+from ._runs import (
+    Chain,
+    Killed,
+    KillPoint,
+    crash_chain,
+    fake_spec,
+    kill_points,
+    logged,
+    repeated_exam,
+    run_outcome,
+    sample_lines,
+    stored_samples,
+)
 
 UCFE_LOG = "ucfe/log/20241005_143552_gpt-4o_eng.json"
 MODEL_REPLY = "MODEL-REPLY: here is a framework."

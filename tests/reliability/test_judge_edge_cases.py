@@ -24,7 +24,8 @@ import pytest
 from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.cfinbench.extraction import read_reply
 from finharness.benchmarks.demo.task import DemoTask
-from finharness.benchmarks.fintradebench.judge import JUDGE_ATTEMPTS, judge_messages, parse_verdict as rubric_verdict
+from finharness.benchmarks.fintradebench.judge import JUDGE_ATTEMPTS, judge_messages
+from finharness.benchmarks.fintradebench.judge import parse_verdict as rubric_verdict
 from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
 from finharness.benchmarks.ucfe.data import DialogueSource, StoredDialogue, UCFEItem
 from finharness.benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
@@ -283,7 +284,7 @@ def test_rubric_edge_cases_are_counted_in_the_run_results(tmp_path, shared_data,
     assert res["metrics"]["accuracy"]["value"] == pytest.approx((4 + 3 + 5 + 2) / 5 / 4)
     assert judge.calls == 1 + 1 + 2 + JUDGE_ATTEMPTS + JUDGE_ATTEMPTS + 3
     assert any("2 sample(s) unscored" in note for note in res["notes"])
-    lines = {json.loads(l)["id"]: json.loads(l) for l in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()}
+    lines = {json.loads(row)["id"]: json.loads(row) for row in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()}
     echo = lines[samples[4].id]
     assert echo["extraction"]["rule"] == "unparseable" and echo["score"]["value"] is None
     assert "copied from the judge's prompt" in echo["extraction"]["value"]["error"]
@@ -364,7 +365,7 @@ def test_unparseable_answers_are_counted_in_the_run_results(tmp_path):
                                       data_dir=None, out_dir=tmp_path / "run"))
     finally:
         store.close()
-    lines = [json.loads(l) for l in (tmp_path / "run" / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [json.loads(row) for row in (tmp_path / "run" / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
     rules = Counter(line["extraction"]["rule"] for line in lines)
     assert result.results["counts"]["unparseable"] == rules["unparseable"] == 3  # unsure, E, empty
     assert rules["answer_cue/first"] == 1

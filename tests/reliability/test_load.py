@@ -14,8 +14,8 @@ import asyncio
 import json
 import logging
 import sqlite3
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import required, skip_or_fail_without_bwrap
-
 from finharness.sandbox import Limits, Sandbox, bwrap_problem
 from finharness.sandbox.launch import python_roots
+from tests.conftest import required, skip_or_fail_without_bwrap
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = f"fake-secret-{uuid.uuid4().hex}"

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.special import log_softmax
 
 from finharness.backends import embedded, llamacpp
 from finharness.backends.llamacpp import LlamaCppOptions, parse_spec

@@ -13,8 +13,15 @@ from finharness.backends.http_common import RemoteError, parse_retry_after
 from finharness.core.backend import BackendError, CallFailed, SpecError
 from finharness.core.retry import RetryPolicy, call_with_retries
 from finharness.core.types import GenerateParams, GenerateRequest, messages
-from tests.servers.fault_server import (FAULT_KINDS, MODEL_ID, MODEL_ROOT, RETRYABLE_FAULTS, SLOW_OK,
-                                        answer_text, fault_server)
+from tests.servers.fault_server import (
+    FAULT_KINDS,
+    MODEL_ID,
+    MODEL_ROOT,
+    RETRYABLE_FAULTS,
+    SLOW_OK,
+    answer_text,
+    fault_server,
+)
 from tests.servers.reconcile import CLIENT_KIND, ClientAttempts, reconcile
 
 CLIENT_TIMEOUT = 1.0

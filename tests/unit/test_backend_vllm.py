@@ -25,9 +25,17 @@ from scipy.special import log_softmax
 from finharness.backends import SCHEMES
 from finharness.backends import from_spec as registry_from_spec
 from finharness.backends import vllm as vllm_backend
-from finharness.backends.vllm import (MicroBatcher, VllmBackend, VllmOptions, continuation_logprob,
-                                      parse_spec, sampling_kwargs, split_continuation_tokens,
-                                      token_logprobs, weights_fingerprint)
+from finharness.backends.vllm import (
+    MicroBatcher,
+    VllmBackend,
+    VllmOptions,
+    continuation_logprob,
+    parse_spec,
+    sampling_kwargs,
+    split_continuation_tokens,
+    token_logprobs,
+    weights_fingerprint,
+)
 from finharness.core.backend import BackendError, SpecError
 from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, Message
 

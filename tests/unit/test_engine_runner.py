@@ -51,8 +51,8 @@ def test_rerun_makes_no_calls_and_gives_identical_metrics(tmp_path: Path):
     assert second.results["counts"]["calls"] == 0
     assert second.results["counts"]["cache_hits"] == 5
     assert second.results["metrics"] == first.results["metrics"]
-    lines = [json.loads(l) for l in (tmp_path / "b" / "samples.jsonl").read_text().splitlines()]
-    assert all(l["cache_hit"] for l in lines)
+    lines = [json.loads(row) for row in (tmp_path / "b" / "samples.jsonl").read_text().splitlines()]
+    assert all(row["cache_hit"] for row in lines)
 
 
 def test_fresh_run_reuses_stored_calls_even_without_sample_records(tmp_path: Path):
@@ -104,8 +104,8 @@ def test_retries_are_counted_and_final_failures_never_scored(tmp_path: Path):
     assert counts["retries"] == 4 + 2  # 4 healthy requests retried once, the dead one twice
     assert res.results["status"] == "incomplete"
     assert res.results["metrics"]["accuracy"]["n"] == 4, "a failed sample must not be scored"
-    lines = [json.loads(l) for l in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
-    failed = [l for l in lines if l["failed"]]
+    lines = [json.loads(row) for row in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    failed = [row for row in lines if row["failed"]]
     assert len(failed) == 1 and failed[0]["score"] is None and "503" in failed[0]["failed"]
     # The rerun retries only the failed sample; when the server heals it completes.
     backend.dead.clear()
@@ -124,8 +124,8 @@ def test_prompt_budget_policies(tmp_path: Path):
     assert small.calls == 0, "a prompt that does not fit is never sent"
     res = run(EchoTask(n=2, prompt=long_prompt + "{i}"), small, store, tmp_path / "o", budget=PromptBudget(policy="left"))
     assert res.results["counts"]["budget_truncations"] == 2
-    lines = [json.loads(l) for l in (tmp_path / "o" / "samples.jsonl").read_text().splitlines()]
-    assert all(l["truncated"] for l in lines)
+    lines = [json.loads(row) for row in (tmp_path / "o" / "samples.jsonl").read_text().splitlines()]
+    assert all(row["truncated"] for row in lines)
     sent = lines[0]["prompt"][0]["content"]
     assert sent.endswith("END0") and len(sent) < len(long_prompt)
 

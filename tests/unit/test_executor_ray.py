@@ -22,7 +22,6 @@ from finharness.cli import app
 from finharness.core.ray_executor import RayExecutor, ShardJob, split_shards
 from finharness.core.runner import make_task, run_task
 from finharness.core.store import RunStore
-
 from tests.conftest import skip_or_fail
 
 from ..benchmarks.test_cfinbench_task import write_exam

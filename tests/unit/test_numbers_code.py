@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from finharness.extract.code import (UNPARSEABLE, extract_code, extract_code_official, extract_code_robust,
-                                     official_dispatch)
+from finharness.extract.code import (
+    UNPARSEABLE,
+    extract_code,
+    extract_code_official,
+    extract_code_robust,
+    official_dispatch,
+)
 
 ONE_BLOCK = "Let me compute.\n```python\na = 1\nb = 2\na + b\n```\nThat is 3."
 TWO_PYTHON = "```python\nx = 1\n```\nthen\n```python\nx + 1\n```"

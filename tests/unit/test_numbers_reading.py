@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from finharness.extract.numbers import (UNPARSEABLE, exact_round5, find_numbers, match_number, parse_number,
-                                        read_number, read_official, read_robust, within_relative)
+from finharness.extract.numbers import (
+    UNPARSEABLE,
+    exact_round5,
+    find_numbers,
+    match_number,
+    parse_number,
+    read_number,
+    read_official,
+    read_robust,
+    within_relative,
+)
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "bizbench_numbers.json").read_text(encoding="utf-8"))
 CASES = GOLDEN["cases"]

@@ -6,8 +6,16 @@ import json
 
 import pytest
 
-from finharness.rating import (FEW_SHOT, ZERO_SHOT, Match, MatchFileError, read_matches,
-                               split_by_setting, split_by_task, write_matches)
+from finharness.rating import (
+    FEW_SHOT,
+    ZERO_SHOT,
+    Match,
+    MatchFileError,
+    read_matches,
+    split_by_setting,
+    split_by_task,
+    write_matches,
+)
 
 
 def _write(tmp_path, lines):

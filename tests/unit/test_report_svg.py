@@ -5,9 +5,24 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from finharness.report.svg import (LABEL_GAP, LABEL_MARGIN, MAX_LABEL_W, MIN_PLOT_W, Bar, BarGroup, Cell, bar_chart,
-                                   ci_strip, clip_text, heatmap, ink_on, label_column_width, nice_ticks, text_width,
-                                   viridis)
+from finharness.report.svg import (
+    LABEL_GAP,
+    LABEL_MARGIN,
+    MAX_LABEL_W,
+    MIN_PLOT_W,
+    Bar,
+    BarGroup,
+    Cell,
+    bar_chart,
+    ci_strip,
+    clip_text,
+    heatmap,
+    ink_on,
+    label_column_width,
+    nice_ticks,
+    text_width,
+    viridis,
+)
 
 
 def parse(svg: str) -> ET.Element:

@@ -111,7 +111,8 @@ def test_a_pooled_run_gives_each_task_what_it_gives_alone(tmp_path: Path):
         assert [(r.id, r.prediction) for r in p.records] == [(r.id, r.prediction) for r in a.records]
         assert p.results["counts"]["calls"] == a.results["counts"]["calls"] == len(a.records)
     for name in ("demo", "cfinbench"):  # the same per-sample lines, cache flags and latencies aside
-        strip = lambda line: {k: v for k, v in json.loads(line).items() if k not in ("latency_s", "trace")}
+        def strip(line):
+            return {k: v for k, v in json.loads(line).items() if k not in ("latency_s", "trace")}
         lines = [[strip(line) for line in (tmp_path / side / name / "samples.jsonl").read_text().splitlines()]
                  for side in ("alone", "pool")]
         assert lines[0] == lines[1] and len(lines[0]) > 0

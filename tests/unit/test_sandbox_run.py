@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import skip_or_fail_without_bwrap
-
 from finharness.sandbox import Limits, Sandbox, bwrap_problem
+from tests.conftest import skip_or_fail_without_bwrap
 
 LIMITS = Limits(cpu_s=2, wall_s=10, memory_mb=1024, file_mb=5, nproc=16, stdout_chars=50)
 

@@ -22,8 +22,15 @@ import finharness.core.store as store_module
 from finharness.backends.fake import FakeBackend
 from finharness.core.runner import CachedModel, RunCounters, run_task
 from finharness.core.store import RunStore, canonical_json, content_key, content_key_of_canonical
-from finharness.core.types import (GenerateParams, GenerateRequest, LoglikelihoodRequest, Message, Sample, Score,
-                                   to_jsonable)
+from finharness.core.types import (
+    GenerateParams,
+    GenerateRequest,
+    LoglikelihoodRequest,
+    Message,
+    Sample,
+    Score,
+    to_jsonable,
+)
 
 from .asking_task import AskingTask
 

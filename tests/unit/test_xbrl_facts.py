@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 from finharness.data.errors import DataError
-from finharness.markets.xbrl import (concept_label, member_label, parse_filing, parse_filing_name, read_displayed,
-                                     split_camel, text_around, words_to_number)
+from finharness.markets.xbrl import (
+    concept_label,
+    member_label,
+    parse_filing,
+    parse_filing_name,
+    read_displayed,
+    split_camel,
+    text_around,
+    words_to_number,
+)
 
 TINY = """<?xml version="1.0" encoding="utf-8"?>
 <html xmlns="http://www.w3.org/1999/xhtml" xmlns:ix="http://www.xbrl.org/2013/inlineXBRL"

@@ -11,8 +11,7 @@ from typing import Any, Mapping
 
 from ..core.backend import BaseBackend, Capabilities
 from ..core.types import GenerateRequest, GenerateResponse
-from .http_common import (LoopBoundClient, RemoteError, RemoteSpec, bad_response,
-                          parse_remote_spec, post_json, warn_once)
+from .http_common import LoopBoundClient, RemoteError, RemoteSpec, bad_response, parse_remote_spec, post_json, warn_once
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -24,8 +24,7 @@ from pathlib import Path
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
 from ..core.store import canonical_json, content_key
-from ..core.types import (GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse,
-                          to_jsonable)
+from ..core.types import GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, to_jsonable
 from .spec_options import split_options
 
 LETTERS = "ABCD"

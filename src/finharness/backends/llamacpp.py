@@ -35,8 +35,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl
 
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
-from ..core.types import (
-    GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob)
+from ..core.types import GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob
 from ..data.io import atomic_write_text
 from .llamacpp_engine import CRASH_SWITCH, EngineConfig
 from .model_files import cache_dir, file_sha256

@@ -13,8 +13,7 @@ from typing import Any, Mapping
 
 from ..core.backend import BaseBackend, Capabilities
 from ..core.types import GenerateRequest, GenerateResponse, TokenLogprob
-from .http_common import (LoopBoundClient, RemoteSpec, bad_response, fetch_json_sync,
-                          parse_remote_spec, post_json)
+from .http_common import LoopBoundClient, RemoteSpec, bad_response, fetch_json_sync, parse_remote_spec, post_json
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

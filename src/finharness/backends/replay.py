@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core.backend import BaseBackend, Capabilities, CallFailed, SpecError
+from ..core.backend import BaseBackend, CallFailed, Capabilities, SpecError
 from ..core.store import RunStore, content_key
 from ..core.types import GenerateRequest, LoglikelihoodRequest, to_jsonable
 

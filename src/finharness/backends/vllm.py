@@ -30,8 +30,15 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.options import parse_task_options
-from ..core.types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
-                          LoglikelihoodResponse, Message, TokenLogprob)
+from ..core.types import (
+    GenerateParams,
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    Message,
+    TokenLogprob,
+)
 from .spec_options import split_options
 
 SCHEME = "vllm"

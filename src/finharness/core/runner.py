@@ -26,8 +26,17 @@ from .metrics import metrics_json
 from .retry import RetryPolicy
 from .store import RunStore, canonical_json, content_key, content_key_of_canonical
 from .task import Aggregate, Models, SampleRecord, Task
-from .types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
-                    LoglikelihoodResponse, Message, Sample, TokenLogprob, to_jsonable)
+from .types import (
+    GenerateParams,
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    Message,
+    Sample,
+    TokenLogprob,
+    to_jsonable,
+)
 
 TRUNCATION_POLICIES = ("error", "left", "right")
 

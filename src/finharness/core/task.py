@@ -11,9 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
-from .types import (GenerateParams, GenerateRequest, GenerateResponse, LoglikelihoodRequest,
-                    LoglikelihoodResponse, Message, Sample, Score)
 from .metrics import Metric, mean_metrics
+from .types import (
+    GenerateParams,
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    Message,
+    Sample,
+    Score,
+)
 
 
 class ModelHandle(Protocol):

@@ -88,8 +88,8 @@ from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 import numpy as np
 import pandas as pd
 
-from ..util import finite_or_none
 from ..data.errors import DataError
+from ..util import finite_or_none
 from .filings import FilingRef, discover_filings
 from .prices import load_prices
 from .xbrl import Fact, parse_filing

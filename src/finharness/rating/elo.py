@@ -26,7 +26,6 @@ from scipy.special import expit
 from .base import EncodedMatches, RatingScale, RatingTable, build_table, resample_indices
 from .matches import Match
 
-
 _STEPS_PER_BLOCK = 512
 """Matches whose indices are prepared at once: bounds memory to 3·512·rounds numbers."""
 

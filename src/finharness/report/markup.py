@@ -10,6 +10,7 @@ from markupsafe import Markup, escape
 
 from .svg import format_value
 
+
 def fmt_num(value: Any, digits: int = 0) -> str:
     if value is None:
         return "—"

@@ -29,10 +29,22 @@ from typing import Any, Callable, Mapping, Sequence
 
 from markupsafe import Markup
 
-from ..util import natural_key
 from ..stats import paired_test
-from .markup import (details, figure, fmt_ci, fmt_metric, fmt_num, fmt_p, is_percent_metric, note, section, stars,
-                     subsection, table)
+from ..util import natural_key
+from .markup import (
+    details,
+    figure,
+    fmt_ci,
+    fmt_metric,
+    fmt_num,
+    fmt_p,
+    is_percent_metric,
+    note,
+    section,
+    stars,
+    subsection,
+    table,
+)
 from .runs import RunData, by_task, display_names
 from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
 

@@ -32,7 +32,7 @@ from ..data.errors import DataError
 from ..data.io import read_json
 from ..stats import Estimate, proportion_ci
 from .leaderboard import Entry, rank_entries, rank_labels
-from .markup import fmt_ci, fmt_metric, fmt_num, note, subsection, table, figure
+from .markup import figure, fmt_ci, fmt_metric, fmt_num, note, subsection, table
 from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
 
 RATING_BOOTSTRAP = 200
@@ -183,8 +183,8 @@ def _win_matrix(matches: Sequence[Any]) -> Markup:
             if a == b:
                 row.append(None)
                 continue
-            w, l, t = wins.get((a, b), 0), wins.get((b, a), 0), ties[frozenset((a, b))]
-            row.append(Cell(w, text=str(w), tooltip=f"{a} beat {b} {w}×, lost {l}×, tied {t}×"))
+            won, lost, tied = wins.get((a, b), 0), wins.get((b, a), 0), ties[frozenset((a, b))]
+            row.append(Cell(won, text=str(won), tooltip=f"{a} beat {b} {won}×, lost {lost}×, tied {tied}×"))
         cells.append(row)
     return subsection("Win counts",
                       figure(heatmap("UCFE win counts: row model beat column model", models, models, cells,

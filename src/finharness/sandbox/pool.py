@@ -17,14 +17,20 @@ import tempfile
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any
 
 from finharness.sandbox import _zygote
-from finharness.sandbox.launch import (PLAIN_PRELOAD, SCIENTIFIC_PRELOAD, IsolationChoice, Launch,
-                                       isolation_label, plan_launch)
+from finharness.sandbox.launch import (
+    PLAIN_PRELOAD,
+    SCIENTIFIC_PRELOAD,
+    IsolationChoice,
+    Launch,
+    isolation_label,
+    plan_launch,
+)
 from finharness.sandbox.result import ExecResult, Limits, Mode
 
 _REPLY_GRACE_S = 10.0

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
-
 from statistics import NormalDist
+from typing import Sequence
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Mapping
 
 
-
 @dataclass(frozen=True)
 class PairedResult:
     """B − A on the items both runs scored."""

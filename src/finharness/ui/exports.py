@@ -18,10 +18,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..util import finite_or_none
 from ..rating.compare import RatingAgreement, cohen_kappa, compare_ratings
 from ..rating.matches import Match, MatchFileError, read_matches, write_matches
 from ..rating.rate import RatingOptions, rate_table
+from ..util import finite_or_none
 from .storage import RUBRIC_DIMENSIONS, RaterStore
 
 HUMAN_PREFIX = "human:"

@@ -14,8 +14,8 @@ from typing import Optional
 
 import typer
 
-from ...data.errors import DataError
 from ...cli_common import fail
+from ...data.errors import DataError
 
 
 def secnum_command(

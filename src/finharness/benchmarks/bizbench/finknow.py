@@ -38,8 +38,14 @@ from ...data.errors import DataError
 from ...data.io import read_csv_rows, read_json
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
-from .prompts import (LETTERS, OfficialPrompt, config_with_prompt, load_prompt_file, multiple_choice_string_format,
-                      prompts_dir)
+from .prompts import (
+    LETTERS,
+    OfficialPrompt,
+    config_with_prompt,
+    load_prompt_file,
+    multiple_choice_string_format,
+    prompts_dir,
+)
 from .scoring import rule_counts
 
 SOURCES = ("all", "fineval", "ideafinbench")

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ...extract.code import CodeExtraction, extract_code_official, extract_code_robust, official_dispatch
-from ...extract.numbers import (UNPARSEABLE, NumberReading, match_number, read_official, read_robust)
+from ...extract.numbers import UNPARSEABLE, NumberReading, match_number, read_official, read_robust
 
 EXTRACTION_MODES = ("official", "robust")
 

@@ -48,15 +48,25 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
 from ...core.options import check_choice, parse_task_options
-from ...core.store import content_key
 from ...core.task import Aggregate, Models, SampleRecord, Task
-from ...core.types import GenerateParams, Message, Sample, Score, to_jsonable
+from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from ...extract.code import CodeExtraction
 from .data import BizBenchItem, read_items_jsonl, write_items_jsonl
 from .prompts import OfficialPrompt, config_with_prompt, load_prompt_file, prompt_file_name, prompts_dir
-from .scoring import (EXTRACTION_MODES, VALUE_KEYS, Answer, ProgramJob, ProgramRunner, failure_classes,
-                      final_outcome, gold_scale, match_values, read_answer, rule_counts)
+from .scoring import (
+    EXTRACTION_MODES,
+    VALUE_KEYS,
+    Answer,
+    ProgramJob,
+    ProgramRunner,
+    failure_classes,
+    final_outcome,
+    gold_scale,
+    match_values,
+    read_answer,
+    rule_counts,
+)
 
 SPLITS = ("test", "dev", "train")
 

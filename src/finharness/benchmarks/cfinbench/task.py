@@ -34,19 +34,26 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ...util import natural_key
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import iter_jsonl
 from ...extract.choices import UNPARSEABLE, parse_options
+from ...util import natural_key
 from .categories import QUESTION_TYPES, Category, load_category_names, resolve_category
 from .extraction import EXTRACTION_MODES, Reading, official_postprocess, read_gold, read_reply
-from .prompts import (SHOTS, TRUNCATION_POLICIES, loglikelihood_context, loglikelihood_continuation,
-                      question_text, right_truncate, three_shot_prompt, zero_shot_prompt)
-from .scoring import (SCORING_MODES, ScoredItem, present_types, renormalised_weights, score_answer, summarise,
-                      value_key)
+from .prompts import (
+    SHOTS,
+    TRUNCATION_POLICIES,
+    loglikelihood_context,
+    loglikelihood_continuation,
+    question_text,
+    right_truncate,
+    three_shot_prompt,
+    zero_shot_prompt,
+)
+from .scoring import SCORING_MODES, ScoredItem, present_types, renormalised_weights, score_answer, summarise, value_key
 
 SPLITS: tuple[str, ...] = ("dev", "val", "test")
 """Official splits: dev = few-shot pool, val = scored, test = may lack answers."""

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...util import finite_or_none
 from ...data.errors import DataError
 from ...data.io import iter_jsonl, read_text
 from ...rating.compare import cohen_kappa, compare_ratings
 from ...stats import paired_test
+from ...util import finite_or_none
 from .questions import CATEGORIES
 
 HUMAN_SCORE_COLUMNS: tuple[str, ...] = ("correctness", "human_correctness", "H_Accuracy (1-5)")

@@ -34,10 +34,10 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from ...util import format_number
 from ...markets.fundamentals import RATIOS, TickerFundamentals, load_official
 from ...markets.prices import load_prices, price_column
 from ...markets.signals import SIGNAL_COLUMNS, compute_signals
+from ...util import format_number
 
 HISTORY_FOLDER = Path("fintradebench") / "history_xlsx"
 NASDAQ_FOLDER = Path("nasdaq100_ohlcv") / "nasdaq_com_2014_2024"

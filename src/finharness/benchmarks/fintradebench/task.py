@@ -53,17 +53,29 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ...util import natural_key
 from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
+from ...util import natural_key
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
 from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages, rubric_copy_note
-from .prompts import (BARE, EVIDENCE_LEVELS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate,
-                      example_copy_note, prompt_ids, read_selection, render, selection_example, selection_turn)
+from .prompts import (
+    BARE,
+    EVIDENCE_LEVELS,
+    IDEAL_SELECTION_TEMPERATURE,
+    LEVELS,
+    SELECTION_STYLES,
+    Candidate,
+    example_copy_note,
+    prompt_ids,
+    read_selection,
+    render,
+    selection_example,
+    selection_turn,
+)
 from .questions import CATEGORIES, GROUPS, SEED_FILE, Question, read_questions, summarise
 
 MODES: tuple[str, ...] = ("norag", "rag", "ideal")

@@ -59,7 +59,7 @@ import numpy as np
 import pandas as pd
 
 from ....core.types import GenerateParams, Message
-from ....extract.numbers import NumberReading, normalise_number_text, find_numbers
+from ....extract.numbers import NumberReading, find_numbers, normalise_number_text
 from ....markets.fundamentals import TickerFundamentals
 from ....markets.prices import price_column
 from ....markets.signals import SIGNAL_COLUMNS, compute_signals

@@ -41,11 +41,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ....util import MISSING, finite_or_none, format_number
 from ....data.errors import DataError
 from ....data.io import iter_jsonl, read_text
 from ....rating.compare import compare_ratings
 from ....stats import Estimate
+from ....util import MISSING, finite_or_none, format_number
 from ..judge import example_scores, rubric_copy_note
 from ..questions import CATEGORIES, category_of
 

@@ -33,8 +33,18 @@ from typing import Any, Mapping, Sequence
 
 from ....core.types import GenerateParams, Message
 from ..indicators import named_indicators
-from ..prompts import IDEAL_CONTEXTS, IDEAL_PROMPT_IDS, IDEAL_SELECTION_TEMPERATURE, LEVELS, SELECTION_STYLES, Candidate
-from ..prompts import read_selection, render, selection_turn, shuffled_order
+from ..prompts import (
+    IDEAL_CONTEXTS,
+    IDEAL_PROMPT_IDS,
+    IDEAL_SELECTION_TEMPERATURE,
+    LEVELS,
+    SELECTION_STYLES,
+    Candidate,
+    read_selection,
+    render,
+    selection_turn,
+    shuffled_order,
+)
 from ..task import SELECTION_MAX_TOKENS
 
 L0 = "L0"

@@ -54,13 +54,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ....util import MISSING, finite_or_none, format_number
 from ....data.errors import DataError
 from ....data.io import iter_jsonl
 from ....stats import Estimate, mean_ci, proportion_ci, weighted_mean_ci
+from ....util import MISSING, finite_or_none, format_number
 from ..indicators import canonical, f1_proper
 from ..prompts import example_copy_note, selection_example
-from .calibration import ALL, OVERALL, SCALE, Calibration, checked_field, calibrate_build
+from .calibration import ALL, OVERALL, SCALE, Calibration, calibrate_build, checked_field
 
 STAGES: tuple[str, ...] = ("before", "after")
 """audit.jsonl stages: every candidate, the self-selected answer."""

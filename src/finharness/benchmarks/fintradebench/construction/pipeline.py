@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
-from ....util import natural_key
 from ....core.backend import Backend, CallFailed
 from ....core.runner import CachedModel, RunCounters
 from ....core.store import RunStore
 from ....core.types import GenerateParams
 from ....data.errors import DataError
 from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key, write_jsonl
+from ....util import natural_key
 from ..ideal import MarketData
 from ..judge import judge_answer, judge_messages
 from ..questions import CATEGORIES, GROUPS, Question
