@@ -19,6 +19,7 @@ Rules (shared by every benchmark that judges pairs):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
@@ -194,3 +195,75 @@ class JudgeStats:
             out.update(pairs_both_decided=self.pairs_both_decided, flips=self.flips)
             rates["flip"] = rate(self.flips, self.pairs_both_decided)
         return out
+
+
+# --- soft verdicts (ours) -------------------------------------------------------------------------
+
+SOFT_TOP_LOGPROBS = 10
+"""Alternatives asked for at every generated token when verdicts are read softly (OpenAI allows up to 20)."""
+
+
+@dataclass(frozen=True)
+class SoftVerdict:
+    """The judge's distribution over the verdict labels at the token where it wrote the counted one."""
+
+    probs: Mapping[str, float]
+    """Label -> probability, renormalised over the format's labels (labels absent from the top list: 0)."""
+
+    token_index: int
+    """Which generated token carries the label."""
+
+
+def soft_verdict(reply: str, logprobs: Sequence[Any] | None, verdict: Verdict,
+                 fmt: VerdictFormat = UCFE_FORMAT) -> SoftVerdict | None:
+    """Read the label distribution where the judge wrote its counted verdict; None when it cannot be read.
+
+    The counted label is located as the last marker with that label in the reply; the reply's tokens
+    (`logprobs`, one TokenLogprob per generated token) must spell the reply exactly, so character offsets
+    map to tokens. A label may share its token with text before it (``[[3`` as one token, or ``3`` alone
+    after ``[[``): the part of the chosen token before the label is the prefix every alternative must
+    repeat, and an alternative counts for label L when it reads prefix + L (+ anything). Probabilities
+    of alternatives naming the same label add up; the result is renormalised over the labels."""
+    if not verdict.decided or verdict.label is None or not logprobs:
+        return None
+    tokens = [t.token for t in logprobs]
+    if "".join(tokens) != reply:
+        return None
+    marker = re.compile(fmt.pattern)
+    found = [m for m in marker.finditer(reply) if m.group(1) == verdict.label]
+    if not found:
+        return None
+    offset = found[-1].start(1)
+    position = 0
+    for index, token in enumerate(tokens):
+        if position + len(token) > offset:
+            break
+        position += len(token)
+    else:
+        return None
+    chosen = logprobs[index]
+    prefix = chosen.token[:offset - position]
+    totals = dict.fromkeys(fmt.labels, 0.0)
+    alternatives = list(chosen.top) or [(chosen.token, chosen.logprob)]
+    if all(text != chosen.token for text, _ in alternatives):
+        alternatives.append((chosen.token, chosen.logprob))
+    for text, logprob in alternatives:
+        if text.startswith(prefix) and len(text) > len(prefix) and text[len(prefix)] in totals:
+            label = text[len(prefix)]
+            # a multi-character label would need the next tokens too; UCFE's labels are one digit
+            totals[label] += math.exp(logprob)
+    total = sum(totals.values())
+    if total <= 0:
+        return None
+    return SoftVerdict({label: p / total for label, p in totals.items()}, index)
+
+
+def soft_outcome_first(soft: SoftVerdict, fmt: VerdictFormat = UCFE_FORMAT) -> float:
+    """Expected score of the dialogue shown first: P(first better) + ½·P(tie)."""
+    score = {"first": 1.0, "tie": 0.5, "second": 0.0}
+    return sum(p * score[fmt.labels[label]] for label, p in soft.probs.items())
+
+
+def hard_outcome_first(verdict: Verdict) -> float | None:
+    """The hard verdict as the first-shown dialogue's score (None: no verdict)."""
+    return None if verdict.outcome is None else {"first": 1.0, "tie": 0.5, "second": 0.0}[verdict.outcome]

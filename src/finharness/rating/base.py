@@ -39,7 +39,10 @@ class EncodedMatches:
     """Index of model_b per match."""
 
     score_a: np.ndarray
-    """1, ½ or 0 per match: what model_a scored."""
+    """What model_a scored per match: 1, ½ or 0, or a soft outcome in [0, 1] (Match.score_a)."""
+
+    hard_score_a: np.ndarray | None = None
+    """1, ½ or 0 per match by the hard verdicts, for the W/T/L counts (None: the same as score_a)."""
 
     @classmethod
     def of(cls, matches: Sequence[Match]) -> "EncodedMatches":
@@ -48,7 +51,8 @@ class EncodedMatches:
         return cls(models,
                    np.fromiter((index[m.model_a] for m in matches), dtype=np.intp, count=len(matches)),
                    np.fromiter((index[m.model_b] for m in matches), dtype=np.intp, count=len(matches)),
-                   np.fromiter((m.score_a for m in matches), dtype=float, count=len(matches)))
+                   np.fromiter((m.score_a for m in matches), dtype=float, count=len(matches)),
+                   np.fromiter((m.hard_score_a for m in matches), dtype=float, count=len(matches)))
 
     @property
     def n(self) -> int:
@@ -111,10 +115,11 @@ def resample_indices(n: int, rounds: int, seed: int) -> np.ndarray:
 def build_table(method: str, encoded: EncodedMatches, point: np.ndarray,
                 resampled: np.ndarray | None) -> RatingTable:
     """Tally wins/ties/losses and attach percentile intervals from (rounds, models) resampled ratings."""
-    wins = np.bincount(encoded.a, encoded.score_a == 1, len(encoded.models)) + \
-        np.bincount(encoded.b, encoded.score_a == 0, len(encoded.models))
-    ties = np.bincount(encoded.a, encoded.score_a == 0.5, len(encoded.models)) + \
-        np.bincount(encoded.b, encoded.score_a == 0.5, len(encoded.models))
+    hard = encoded.score_a if encoded.hard_score_a is None else encoded.hard_score_a
+    wins = np.bincount(encoded.a, hard == 1, len(encoded.models)) + \
+        np.bincount(encoded.b, hard == 0, len(encoded.models))
+    ties = np.bincount(encoded.a, hard == 0.5, len(encoded.models)) + \
+        np.bincount(encoded.b, hard == 0.5, len(encoded.models))
     played = np.bincount(encoded.a, minlength=len(encoded.models)) + \
         np.bincount(encoded.b, minlength=len(encoded.models))
     bounds = np.percentile(resampled, [2.5, 97.5], axis=0) if resampled is not None else None

@@ -6,14 +6,16 @@ One JSON object a line::
      "item_id": "3", "judge": "glm-4-plus", "order": "ab"}
 
 `task`, `model_a`, `model_b` and `winner` are required; blank lines are skipped; other keys are
-ignored. UCFE names its four single-turn (zero-shot) tasks with a leading ``0_``; every other task
+ignored. An optional `outcome` in [0, 1] is a soft verdict: what `model_a` is expected to score (e.g.
+P(a better) + ½·P(tie) read from a judge's label probabilities); ratings then use it instead of the
+hard `winner`, which the W/T/L counts keep using. UCFE names its four single-turn (zero-shot) tasks with a leading ``0_``; every other task
 is few-shot (multi-turn).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -59,10 +61,18 @@ class Match:
     order: str | None = None
     """Which answer the judge saw first (e.g. ``ab`` or ``ba``), to study position bias."""
 
+    outcome: float | None = None
+    """A soft verdict in [0, 1]: `model_a`'s expected score; None for a hard verdict only."""
+
+    @property
+    def hard_score_a(self) -> float:
+        """What `model_a` scores by the hard verdict: 1 for a win, ½ for a tie, 0 for a loss."""
+        return {"model_a": 1.0, "tie": 0.5, "model_b": 0.0}[self.winner]
+
     @property
     def score_a(self) -> float:
-        """What `model_a` scores: 1 for a win, ½ for a tie, 0 for a loss."""
-        return {"model_a": 1.0, "tie": 0.5, "model_b": 0.0}[self.winner]
+        """What the ratings use for `model_a`: the soft outcome where there is one, else the hard score."""
+        return self.hard_score_a if self.outcome is None else self.outcome
 
     @property
     def zero_shot(self) -> bool:
@@ -71,7 +81,7 @@ class Match:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"task": self.task, "model_a": self.model_a, "model_b": self.model_b,
                                "winner": self.winner}
-        for key in ("item_id", "judge", "order"):
+        for key in ("item_id", "judge", "order", "outcome"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -102,9 +112,20 @@ def match_from_json(obj: Any, where: str) -> Match:
     if obj["model_a"] == obj["model_b"]:
         raise MatchFileError(f"{where}: model_a and model_b are both {obj['model_a']!r}; "
                              "a match needs two different models (drop self-comparisons)")
+    outcome = obj.get("outcome")
+    if outcome is not None and (isinstance(outcome, bool) or not isinstance(outcome, (int, float))
+                                or not 0.0 <= outcome <= 1.0):
+        raise MatchFileError(f"{where}: outcome {outcome!r} must be a number from 0 to 1 "
+                             "(model_a's expected score), or left out")
     return Match(task=obj["task"], model_a=obj["model_a"], model_b=obj["model_b"],
                  winner=obj["winner"], item_id=_optional_text(obj.get("item_id")),
-                 judge=_optional_text(obj.get("judge")), order=_optional_text(obj.get("order")))
+                 judge=_optional_text(obj.get("judge")), order=_optional_text(obj.get("order")),
+                 outcome=None if outcome is None else float(outcome))
+
+
+def hard_only(matches: Sequence[Match]) -> list[Match]:
+    """The same matches with their soft outcomes dropped (rated by the hard verdicts)."""
+    return [replace(m, outcome=None) for m in matches]
 
 
 def read_matches(path: str | Path) -> list[Match]:

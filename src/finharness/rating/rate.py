@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
 from .base import RatingScale, RatingTable
@@ -69,6 +69,9 @@ class RatingReport:
     groups: dict[str, RatingTable] | None = None
     """``zero_shot`` (tasks starting ``0_``) and ``few_shot``, each rated over its own matches."""
 
+    notes: list[str] = field(default_factory=list)
+    """What the numbers cannot show by themselves."""
+
     def to_json(self) -> dict[str, Any]:
         def tables(ts: dict[str, RatingTable] | None) -> dict[str, Any] | None:
             return None if ts is None else {name: t.to_json() for name, t in ts.items()}
@@ -77,24 +80,23 @@ class RatingReport:
                 "overall": self.overall.to_json(), "by_task": tables(self.by_task),
                 "groups": tables(self.groups), "notes": self.notes}
 
-    @property
-    def notes(self) -> list[str]:
-        """What the numbers cannot show by themselves."""
-        rows = self.overall.ratings.values()
-        if rows and all(r.wins == 0 and r.losses == 0 for r in rows):
-            return [f"all {self.overall.n_matches} matches are ties: every rating equals the start and the bootstrap "
-                    "intervals have zero width, which says the matches rank nothing, not that the ratings are certain"]
-        return []
-
 
 def rate_matches(matches: Sequence[Match], options: RatingOptions = RatingOptions(),
                  by_task: bool = False) -> RatingReport:
     if not matches:
         raise ValueError("no matches to rate")
     overall = rate_table(matches, options)
+    notes = []
+    if all(m.score_a == 0.5 for m in matches):
+        notes.append(f"all {len(matches)} matches are ties: every rating equals the start and the bootstrap "
+                     "intervals have zero width, which says the matches rank nothing, not that the ratings are certain")
+    soft = sum(m.outcome is not None for m in matches)
+    if soft:
+        notes.append(f"{soft} of {len(matches)} matches carry a soft outcome and are rated by it (Elo S = outcome, "
+                     "Bradley–Terry fractional wins); W/T/L count the hard verdicts")
     if not by_task:
-        return RatingReport(options, overall)
+        return RatingReport(options, overall, notes=notes)
     return RatingReport(
         options, overall,
         by_task={task: rate_table(ms, options) for task, ms in split_by_task(matches).items()},
-        groups={name: rate_table(ms, options) for name, ms in split_by_setting(matches).items()})
+        groups={name: rate_table(ms, options) for name, ms in split_by_setting(matches).items()}, notes=notes)

@@ -41,6 +41,9 @@ def judge_command(
                                                     "spec less run-only options such as prompt_cache_mb)."),
     name_b: Optional[str] = typer.Option(None, help="Name of model B in the matches."),
     max_tokens: int = typer.Option(1024, help="The judge's reply budget."),
+    verdict: str = typer.Option("hard", help="hard (official: the label written) | soft (ours: the judge's "
+                                              "probabilities of [[1]]/[[2]]/[[3]] where it wrote the verdict; "
+                                              "needs next-token logprobs: embedded, llamacpp:, vllm:, openai:)."),
     concurrency: Optional[int] = typer.Option(None, help="Judge calls in flight."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -60,6 +63,8 @@ def judge_command(
 
     if mode not in JUDGE_MODES:
         fail(f"--mode must be one of {', '.join(JUDGE_MODES)}")
+    if verdict not in ("hard", "soft"):
+        fail("--verdict must be hard or soft")
     try:
         side_a, side_b = load_dialogues(run_a), load_dialogues(run_b)
         wanted = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None
@@ -74,7 +79,12 @@ def judge_command(
     out = out or Path("runs") / f"ucfe-judge__{_slug(names[0])}__{_slug(names[1])}__{mode}" / "matches.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     store_path = resolve_store(store, out.parent / "store.sqlite")
-    settings = JudgeSettings(mode=mode, max_tokens=max_tokens)
+    soft_note = None
+    if verdict == "soft" and not backend.capabilities.next_token_logprobs:
+        # e.g. Anthropic: its API returns no logprobs
+        soft_note = f"{judge} returns no next-token logprobs: judged with hard verdicts"
+        verdict = "hard"
+    settings = JudgeSettings(mode=mode, max_tokens=max_tokens, verdict=verdict)
     run_store = RunStore(store_path)
     counters = RunCounters(samples_total=sum(i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues
                                              for i in items))
@@ -93,6 +103,8 @@ def judge_command(
     judgments_path = out.with_name(out.stem + ".judgments.jsonl")
     write_jsonl(judgments_path, (j.to_json() for j in report.judgments))
     result = summary(report, settings, judge=judge, name_a=names[0], name_b=names[1], counters=counters)
+    if soft_note:
+        result["notes"].append(soft_note)
     result.update(run_a=str(side_a.path), run_b=str(side_b.path), matches_file=str(out),
                   judgments_file=str(judgments_path),
                   store=str(store_path))

@@ -25,10 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ...core.backend import CallFailed
+from ...core.metrics import Metric
 from ...core.runner import CachedModel, RunCounters
 from ...core.types import GenerateParams, Message
-from ...judges.pairwise import UCFE_FORMAT, BothOrders, JudgeStats, Verdict, Winner, parse_verdict, winner_of
+from ...judges.pairwise import (
+    SOFT_TOP_LOGPROBS,
+    UCFE_FORMAT,
+    BothOrders,
+    JudgeStats,
+    SoftVerdict,
+    Verdict,
+    Winner,
+    hard_outcome_first,
+    parse_verdict,
+    soft_outcome_first,
+    soft_verdict,
+    winner_of,
+)
 from ...rating.matches import Match
+from ...stats.ci import mean_ci, proportion_ci
 from .data import DialogueSource, StoredDialogue, UCFEItem
 from .prompts import judge_prompt, render_labelled, render_official
 
@@ -46,10 +61,14 @@ class JudgeSettings:
     """The judge's reply budget (ours; the official call sets none)."""
     temperature: float = 0.0
     """Greedy (ours), so a rerun reads the same verdicts."""
+    verdict: str = "hard"
+    """'hard' (the official reading: the label written) or 'soft' (ours: the label probabilities where the
+    judge wrote it; needs a backend with next-token logprobs, else hard and said so)."""
 
     @property
     def params(self) -> GenerateParams:
-        return GenerateParams(max_tokens=self.max_tokens, temperature=self.temperature)
+        return GenerateParams(max_tokens=self.max_tokens, temperature=self.temperature,
+                              top_logprobs=SOFT_TOP_LOGPROBS if self.verdict == "soft" else 0)
 
 
 @dataclass(frozen=True)
@@ -63,13 +82,24 @@ class Judgment:
     """None when the call failed for good."""
     reply: str | None
     failed: str | None = None
+    soft: SoftVerdict | None = None
+    """The label probabilities where the judge wrote its verdict (soft verdicts only; None: not read)."""
+
+    @property
+    def first_score(self) -> float | None:
+        """Expected score of the dialogue shown first: soft where read, else the hard verdict's (None: none)."""
+        if self.soft is not None:
+            return soft_outcome_first(self.soft)
+        return None if self.verdict is None else hard_outcome_first(self.verdict)
 
     def to_json(self) -> dict[str, Any]:
         v = self.verdict
         return {"id": self.sample_id, "order": self.order, "failed": self.failed, "reply": self.reply,
                 "outcome": None if v is None else v.outcome, "label": None if v is None else v.label,
                 "rule": None if v is None else v.rule, "markers": [] if v is None else list(v.markers),
-                "quoted_markers_ignored": 0 if v is None else v.quoted_markers_ignored}
+                "quoted_markers_ignored": 0 if v is None else v.quoted_markers_ignored,
+                "label_probs": None if self.soft is None else dict(self.soft.probs),
+                "first_score": self.first_score}
 
 
 @dataclass
@@ -83,6 +113,8 @@ class JudgeReport:
     """Winners per task: {'a': n, 'b': n, 'tie': n, 'undecided': n}."""
     coverage: dict[str, int] = field(default_factory=dict)
     """items, judged, missing_in_a, missing_in_b."""
+    soft_outcomes: list[float] = field(default_factory=list)
+    """Per decided item: model_a's expected score from the soft verdicts (soft mode only)."""
 
 
 def official_first(item: UCFEItem) -> Winner:
@@ -113,7 +145,9 @@ class PairJudge:
         except CallFailed as err:
             return Judgment(sample_id, order, None, None, f"{err.kind}: {err}")
         # the verdict is read from the reply only; `quoted` lets the robust reading ignore copied markers
-        return Judgment(sample_id, order, parse_verdict(reply.text, UCFE_FORMAT, quoted=quoted), reply.text)
+        verdict = parse_verdict(reply.text, UCFE_FORMAT, quoted=quoted)
+        soft = soft_verdict(reply.text, reply.logprobs, verdict) if self.settings.verdict == "soft" else None
+        return Judgment(sample_id, order, verdict, reply.text, soft=soft)
 
     async def judge_item(self, item: UCFEItem, a: StoredDialogue, b: StoredDialogue) -> tuple[list[Judgment], Winner | None, str]:
         """The judge calls of one item, its winner (None: undecided) and the order recorded."""
@@ -168,9 +202,16 @@ class PairJudge:
             return
         task_counts[winner] += 1
         report.stats.add_comparison(winner)
+        outcome = None
+        if self.settings.verdict == "soft":
+            # model_a's expected score in each call: the first-shown score when a was first, else its complement
+            scores = [j.first_score if j.order[0] == "a" else 1.0 - j.first_score for j in judgments
+                      if j.first_score is not None]
+            outcome = sum(scores) / len(scores)
+            report.soft_outcomes.append(outcome)
         report.matches.append(Match(task=item.task, model_a=self.names["a"], model_b=self.names["b"],
                                     winner=MATCH_WINNER[winner], item_id=str(item.item_id),  # type: ignore[arg-type]
-                                    judge=self.judge.spec, order=order))
+                                    judge=self.judge.spec, order=order, outcome=outcome))
 
 
 UNIFORM_VERDICTS_MIN = 10
@@ -190,6 +231,16 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
     if counters is not None:
         out["calls"] = {"made": counters.calls, "cache_hits": counters.cache_hits, "retries": counters.retries,
                         "failures": counters.failures}
+    if settings.verdict == "soft":
+        decided = [j for j in report.judgments if j.verdict is not None and j.verdict.decided]
+        read = sum(j.soft is not None for j in decided)
+        out["verdict"] = "soft"
+        out["soft_coverage"] = {"soft": read, "hard_fallback": len(decided) - read,
+                                **Metric.of(proportion_ci(read, len(decided))).to_json()}
+        # with soft outcomes a mean of 0/1-looking values is still a mean: never read as a proportion
+        out["soft_outcome_a"] = Metric.of(mean_ci(report.soft_outcomes, counts=True)).to_json()
+        out["soft_items_above_half"] = Metric.of(proportion_ci(sum(o > 0.5 for o in report.soft_outcomes),
+                                                               len(report.soft_outcomes))).to_json()
     labels = Counter(j.verdict.label for j in report.judgments if j.verdict is not None and j.verdict.label)
     out["verdict_labels"] = {f"[[{label}]]": n for label, n in sorted(labels.items())}
     out["notes"] = [
