@@ -55,15 +55,21 @@ def versions() -> dict[str, Any]:
     return out
 
 
-def _make_task(name: str, options: dict[str, Any]):
-    from .benchmarks.registry import task_class
-    from .core.runner import make_task
+def _resolve_task(spec: str):
+    """The TaskRef of a task spec (a name, an entry point, FILE.py:Class); an unknown or broken one is a usage error."""
+    from .benchmarks.registry import resolve_task
 
     try:
-        cls = task_class(name)
-        return make_task(cls, options)
-    except (KeyError, ValueError, TypeError) as err:
+        return resolve_task(spec)
+    except (KeyError, ValueError) as err:
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
+
+
+def _make_task(ref: Any, options: dict[str, Any]):
+    try:
+        return ref.make(options)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
 
 
 def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any]:
@@ -74,8 +80,9 @@ def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any
 
 @app.command()
 def run(
-    task: list[str] = typer.Argument(..., metavar="TASK", help="Task name(s) (see `finharness list`); several tasks run as one "
-                                     "pool of requests sharing each model's slots."),
+    task: list[str] = typer.Argument(..., metavar="TASK", help="Task name(s) (see `finharness list`) or "
+                                     "path/to/file.py:Class; several tasks run as one pool of requests sharing "
+                                     "each model's slots."),
     model: str = typer.Option("embedded", "--model", "-m", help="Model spec of the model under test."),
     judge: Optional[str] = typer.Option(None, help="Model spec of the judge (tasks that judge)."),
     user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of the simulated user."),
@@ -126,10 +133,11 @@ def run(
         fail("--executor must be local or ray")
     if executor == "local" and (address is not None or shards is not None):
         fail("--address and --shards need --executor ray")
-    tasks = list(task)
+    refs = [_resolve_task(spec) for spec in task]
+    tasks = [ref.label for ref in refs]  # a file task by its name: runs/my_exam__MODEL, not the path
     slugs = [run_dir_name(name) for name in tasks]
     if len(set(slugs)) < len(slugs):
-        fail(f"tasks {tasks} name the same run folder twice; give each task once")
+        fail(f"tasks {list(task)} name the same run folder twice; give each task once")
     if len(tasks) > 1 and executor == "ray":
         fail("--executor ray runs one task at a time; run each task on its own (they can share --store)")
     if executor == "ray":
@@ -140,7 +148,7 @@ def run(
         if find_spec("ray") is None:
             fail(INSTALL_HINT)
     task_opts = _task_options(split, shots, method, extract, mode, option)
-    task_objs = [_make_task(name, task_opts) for name in tasks]
+    task_objs = [_make_task(ref, task_opts) for ref in refs]
     out = out or Path("runs") / f"{run_dir_name('+'.join(tasks))}__{run_dir_name(model)}"
     store_path = resolve_store(store, out / "store.sqlite")
     specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
@@ -164,13 +172,9 @@ def run(
     task_name, task_obj = tasks[0], task_objs[0]
     sample_executor, cluster = None, nullcontext()
     if executor == "ray":
-        from functools import partial
-
-        from .benchmarks.registry import task_class
         from .core.ray_executor import RayExecutor, ShardJob, ray_session
-        from .core.runner import make_task
 
-        job = ShardJob(task_factory=partial(make_task, task_class(task_name), task_opts), backend_specs=specs,
+        job = ShardJob(task_factory=refs[0].factory(task_opts), backend_specs=specs,
                        backend_factory=from_spec, run_options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     run_store = RunStore(store_path)
@@ -259,7 +263,7 @@ def _print_results(results: dict[str, Any]) -> None:
 
 @app.command()
 def score(
-    task: str = typer.Argument(..., help="Task name."),
+    task: str = typer.Argument(..., help="Task name (see `finharness list`) or path/to/file.py:Class."),
     predictions: Path = typer.Option(..., help='JSONL of {"id": ..., "prediction": ...}.'),
     data_dir: Optional[Path] = typer.Option(None, help="Data root."),
     out: Optional[Path] = typer.Option(None, help="Also write results.json and samples.jsonl here."),
@@ -277,7 +281,9 @@ def score(
     from .data.errors import DataError
     from .data.io import iter_jsonl
 
-    task_obj = _make_task(task, _task_options(split, shots, method, extract, mode, option))
+    ref = _resolve_task(task)
+    task_obj = _make_task(ref, _task_options(split, shots, method, extract, mode, option))
+    task = ref.label
     started = time.perf_counter()
     try:
         samples = task_obj.load(resolve_data_dir(data_dir))
@@ -362,14 +368,26 @@ def compare(
 
 @app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """Benchmarks and tasks, backends, datasets."""
-    from .backends import SCHEMES
-    from .benchmarks.registry import TASKS, task_class
+    """Benchmarks and tasks, backends, datasets; each task and backend with where it comes from (built-in, or
+    an entry point of an installed distribution). A task file (FILE.py:Class) is not listed: run it by path."""
+    from .backends import available_backends
+    from .benchmarks.registry import available_tasks
 
     tasks = []
-    for name in sorted(TASKS):
-        cls = task_class(name)
-        tasks.append({"name": name, "description": cls.description, "roles": list(cls.roles)})
+    for plugin, unused in available_tasks():
+        entry: dict[str, Any] = {"name": plugin.name, "source": str(plugin.source), "target": plugin.target}
+        try:
+            cls = plugin.load()
+            entry.update(description=getattr(cls, "description", ""), roles=list(getattr(cls, "roles", ("model",))))
+        except Exception as err:  # a broken plugin is listed, not fatal: the rest of the listing still helps
+            entry.update(description="", roles=[], error=f"cannot be loaded: {type(err).__name__}: {err}")
+        if unused:
+            entry["unused"] = unused
+        tasks.append(entry)
+    backends: dict[str, dict[str, Any]] = {}
+    for plugin, unused in available_backends():
+        key = plugin.name if plugin.name not in backends else f"{plugin.name} ({plugin.source})"
+        backends[key] = {"source": str(plugin.source), "target": plugin.target, **({"unused": unused} if unused else {})}
     datasets: list[dict[str, Any]] = []
     try:
         from .data.registry import load_registry
@@ -378,16 +396,21 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
                     for d in load_registry()]
     except ImportError:
         pass
-    listing = {"tasks": tasks, "backends": sorted(SCHEMES), "datasets": datasets}
+    listing = {"tasks": tasks, "backends": backends, "datasets": datasets}
     if as_json:
         typer.echo(json.dumps(listing, ensure_ascii=False, indent=2))
         return
+    width = max([len(t["source"]) for t in tasks] + [len(b["source"]) for b in backends.values()])
     typer.echo("tasks:")
     for t in tasks:
-        typer.echo(f"  {t['name']:<28} {t['description']}")
-    typer.echo("backends: " + ", ".join(listing["backends"]))
+        why = t.get("error") or t.get("unused")
+        typer.echo(f"  {t['name']:<28} {t['source']:<{width}}  {t['description']}" + (f"  ({why})" if why else ""))
+    typer.echo("backends:")
+    for name, b in backends.items():
+        typer.echo(f"  {name:<28} {b['source']:<{width}}  {b['target']}" + (f"  ({b['unused']})" if "unused" in b else ""))
     if datasets:
         typer.echo("datasets: " + ", ".join(d["name"] for d in datasets))
+    typer.echo("a task of your own: finharness run path/to/task.py:Class (see docs/write-a-task.md)")
 
 
 @app.command()

@@ -2,14 +2,15 @@
 
 Specs: `embedded` (default), `embedded:1.5b`, `llamacpp:PATH.gguf`, `openai:MODEL[@BASE_URL]`,
 `anthropic:MODEL[@BASE_URL]`, `vllm:PATH_OR_HF_ID[?max_model_len=N&...]` (GPU, `pip install vllm`),
-`fake[?latency=S&...]`, `replay:FILE`.
+`fake[?latency=S&...]`, `replay:FILE`. An installed distribution adds schemes by entry point
+(group `finharness.backends`, `NAME = "module:factory"`, the factory taking the whole spec); both kinds
+resolve through plugins.resolve, a built-in scheme first.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from ..core.backend import Backend, SpecError
+from ..plugins import BACKEND_GROUP, Plugin, PluginError, catalogue, entry_point_plugins, resolve
 
 # scheme -> "module:factory"; each factory takes the whole spec string.
 SCHEMES: dict[str, str] = {
@@ -27,14 +28,21 @@ def scheme_of(spec: str) -> str:
     return spec.split("?", 1)[0].split(":", 1)[0]
 
 
+def available_backends() -> list[tuple[Plugin, str | None]]:
+    """Every built-in scheme and every backend entry point installed, each with why it is not used (None: used)."""
+    return catalogue(SCHEMES, BACKEND_GROUP)
+
+
 def from_spec(spec: str) -> Backend:
     """Make a backend from a model spec; an unknown spec is a SpecError that lists the known ones."""
     scheme = scheme_of(spec.strip())
-    target = SCHEMES.get(scheme)
-    if target is None:
-        known = ", ".join(sorted(SCHEMES))
+    try:
+        found = resolve(scheme, SCHEMES, BACKEND_GROUP)
+    except PluginError as err:
+        raise SpecError(f"model spec {spec!r}: {err}") from err
+    if found is None:
+        known = ", ".join(sorted({*SCHEMES, *(p.name for p in entry_point_plugins(BACKEND_GROUP))}))
         raise SpecError(f"unknown model spec {spec!r}: scheme {scheme!r} is not one of {known} "
-                        "(e.g. embedded, llamacpp:/path/model.gguf, openai:gpt-4o@http://127.0.0.1:8000/v1)")
-    module_name, factory = target.split(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, factory)(spec.strip())
+                        "(e.g. embedded, llamacpp:/path/model.gguf, openai:gpt-4o@http://127.0.0.1:8000/v1; "
+                        f"more by entry point, group {BACKEND_GROUP!r})")
+    return found.obj(spec.strip())
