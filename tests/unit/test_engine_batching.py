@@ -27,6 +27,15 @@ async def _all_at_once(backend, requests):
     return await asyncio.gather(*(backend.generate(r) for r in requests))
 
 
+def _batched(spec: str, requests) -> tuple[list, dict]:
+    """Every request at once on a fresh backend; the replies and the engine's batching counters."""
+    backend = embedded.from_spec(spec)
+    try:
+        return asyncio.run(_all_at_once(backend, requests)), backend.engine_info()
+    finally:
+        backend.close()
+
+
 @pytest.fixture(scope="module")
 def single_stream():
     backend = embedded.from_spec("embedded?n_ctx=1024&threads=2")
@@ -37,12 +46,7 @@ def single_stream():
 
 @pytest.mark.model
 def test_four_sequences_decode_together_and_match_single_stream(single_stream):
-    backend = embedded.from_spec("embedded?n_ctx=1024&threads=2&parallel=4")
-    try:
-        replies = asyncio.run(_all_at_once(backend, _requests()))
-        info = backend.engine_info()
-    finally:
-        backend.close()
+    replies, info = _batched("embedded?n_ctx=1024&threads=2&parallel=4", _requests())
     assert info["slots"] == 4 and info["peak_sequences"] >= 2  # sequences really shared decode steps
     assert info["decode_steps"] < sum(r.completion_tokens for r in replies)  # fewer steps than tokens
     assert [r.text for r in replies] == [r.text for r in single_stream]
@@ -52,12 +56,7 @@ def test_four_sequences_decode_together_and_match_single_stream(single_stream):
 
 @pytest.mark.model
 def test_more_requests_than_slots_queue_for_a_free_slot(single_stream):
-    backend = embedded.from_spec("embedded?n_ctx=1024&threads=2&parallel=2")
-    try:
-        replies = asyncio.run(_all_at_once(backend, _requests()))
-        info = backend.engine_info()
-    finally:
-        backend.close()
+    replies, info = _batched("embedded?n_ctx=1024&threads=2&parallel=2", _requests())
     assert info["peak_sequences"] == 2
     assert [r.text for r in replies] == [r.text for r in single_stream]
 
@@ -95,11 +94,7 @@ def test_the_run_concurrency_sizes_the_engine_when_the_spec_does_not():
 
 @pytest.mark.model
 def test_logprobs_of_batched_sequences_are_their_own(single_stream):
-    backend = embedded.from_spec("embedded?n_ctx=1024&threads=2&parallel=4")
-    try:
-        replies = asyncio.run(_all_at_once(backend, _requests(top_logprobs=2)))
-    finally:
-        backend.close()
+    replies, _ = _batched("embedded?n_ctx=1024&threads=2&parallel=4", _requests(top_logprobs=2))
     for reply, alone in zip(replies, single_stream):
         assert reply.text == alone.text
         assert len(reply.logprobs) == reply.completion_tokens

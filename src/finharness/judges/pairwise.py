@@ -19,10 +19,11 @@ Rules (shared by every benchmark that judges pairs):
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
+
+from .soft import label_distribution
 
 Outcome = Literal["first", "second", "tie"]
 """What one judgment says, by position shown to the judge."""
@@ -218,44 +219,15 @@ def soft_verdict(reply: str, logprobs: Sequence[Any] | None, verdict: Verdict,
                  fmt: VerdictFormat = UCFE_FORMAT) -> SoftVerdict | None:
     """Read the label distribution where the judge wrote its counted verdict; None when it cannot be read.
 
-    The counted label is located as the last marker with that label in the reply; the reply's tokens
-    (`logprobs`, one TokenLogprob per generated token) must spell the reply exactly, so character offsets
-    map to tokens. A label may share its token with text before it (``[[3`` as one token, or ``3`` alone
-    after ``[[``): the part of the chosen token before the label is the prefix every alternative must
-    repeat, and an alternative counts for label L when it reads prefix + L (+ anything). Probabilities
-    of alternatives naming the same label add up; the result is renormalised over the labels."""
-    if not verdict.decided or verdict.label is None or not logprobs:
+    The counted label is located as the last marker with that label in the reply, and read with
+    `soft.label_distribution` (tokens must spell the reply; a label may share its token with the brackets)."""
+    if not verdict.decided or verdict.label is None:
         return None
-    tokens = [t.token for t in logprobs]
-    if "".join(tokens) != reply:
-        return None
-    marker = re.compile(fmt.pattern)
-    found = [m for m in marker.finditer(reply) if m.group(1) == verdict.label]
+    found = [m for m in re.finditer(fmt.pattern, reply) if m.group(1) == verdict.label]
     if not found:
         return None
-    offset = found[-1].start(1)
-    position = 0
-    for index, token in enumerate(tokens):
-        if position + len(token) > offset:
-            break
-        position += len(token)
-    else:
-        return None
-    chosen = logprobs[index]
-    prefix = chosen.token[:offset - position]
-    totals = dict.fromkeys(fmt.labels, 0.0)
-    alternatives = list(chosen.top) or [(chosen.token, chosen.logprob)]
-    if all(text != chosen.token for text, _ in alternatives):
-        alternatives.append((chosen.token, chosen.logprob))
-    for text, logprob in alternatives:
-        if text.startswith(prefix) and len(text) > len(prefix) and text[len(prefix)] in totals:
-            label = text[len(prefix)]
-            # a multi-character label would need the next tokens too; UCFE's labels are one digit
-            totals[label] += math.exp(logprob)
-    total = sum(totals.values())
-    if total <= 0:
-        return None
-    return SoftVerdict({label: p / total for label, p in totals.items()}, index)
+    read = label_distribution(reply, logprobs, found[-1].start(1), fmt.labels)
+    return None if read is None else SoftVerdict(*read)
 
 
 def soft_outcome_first(soft: SoftVerdict, fmt: VerdictFormat = UCFE_FORMAT) -> float:

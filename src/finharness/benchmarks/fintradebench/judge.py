@@ -22,10 +22,12 @@ unparseable is not scored and is counted.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ...core.types import GenerateParams, Message
+from ...judges.soft import label_distribution
 
 JUDGE_ATTEMPTS = 3
 """Calls per sample at most: the first and two retries (sample_index 0, 1, 2)."""
@@ -123,6 +125,13 @@ MODE_LABELS: Mapping[str, str] = {"rag": "RAG", "norag": "Non_RAG", "ideal": "Id
 """The mode label shown to the judge ('RAG' / 'Non_RAG' as the release's loaders set them)."""
 
 SCORE_FIELDS: tuple[str, ...] = ("correctness", "reasoning", "trading_signals", "fundamentals")
+
+SCORE_KEYS: Mapping[str, str] = {"correctness": "correctness_score", "reasoning": "reasoning_score",
+                                 "trading_signals": "trading_signals_score", "fundamentals": "fundamental_score"}
+"""Score field -> the key the judge writes its 1-5 value under in the rubric's JSON."""
+
+EXPECTED_TOP_LOGPROBS = 10
+"""Alternatives asked for at every token when expected scores are read (-o judge_scores=expected)."""
 
 
 def judge_messages(*, question: str, golden: Sequence[str], gold_answer: str, answer: str, model: str, mode: str,
@@ -233,6 +242,27 @@ def parse_verdict(reply: str, prompt: str = "") -> Verdict:
     return Verdict(True, scores, found_list, count or 0, total or 1, tuple(missing))
 
 
+def expected_scores(reply: str, logprobs: Sequence[Any] | None) -> dict[str, float]:
+    """Per score field, Σ s·P(s) over the digits 1-5 at the token where the judge wrote that field's value,
+    renormalised over the digits (ours, -o judge_scores=expected); fields that cannot be read are left out.
+
+    The value is the last `"KEY": n` inside the reply's JSON (first `{` to last `}`, as parse_verdict reads
+    it); the digit is read with `judges.soft.label_distribution` (the reply's tokens must spell it)."""
+    text = reply or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end <= start or not logprobs:
+        return {}
+    out: dict[str, float] = {}
+    for name, key in SCORE_KEYS.items():
+        found = list(re.finditer(rf'"{key}"\s*:\s*"?([1-5])\b', text[start:end + 1]))
+        if not found:
+            continue
+        read = label_distribution(text, logprobs, start + found[-1].start(1), "12345")
+        if read is not None:
+            out[name] = sum(int(digit) * p for digit, p in read[0].items())
+    return out
+
+
 def example_scores() -> dict[str, int]:
     """The four scores of the rubric's own example verdict (4/5/4/5 in the release's prompt).
 
@@ -260,21 +290,31 @@ class Judgment:
     """Judge calls made (1 = no retry)."""
     replies: tuple[str, ...]
     """Every reply, in order."""
+    expected: Mapping[str, float] | None = None
+    """Expected 1-5 scores read from the counted reply's logprobs (-o judge_scores=expected); None: not asked."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.to_json(), "attempts": self.attempts}
+        out: dict[str, Any] = {"verdict": self.verdict.to_json(), "attempts": self.attempts}
+        if self.expected is not None:  # only when asked: official runs write what they always wrote
+            out["expected"] = dict(self.expected)
+        return out
 
 
 async def judge_answer(judge: Any, messages: Sequence[Message], params: GenerateParams = JUDGE_PARAMS,
-                       attempts: int = JUDGE_ATTEMPTS) -> Judgment:
-    """Ask the judge; an unparseable reply is retried as a new cached call (sample_index 1, 2, ...)."""
+                       attempts: int = JUDGE_ATTEMPTS, *, expected: bool = False) -> Judgment:
+    """Ask the judge; an unparseable reply is retried as a new cached call (sample_index 1, 2, ...).
+    `expected`: also ask for top logprobs and read the expected scores of the counted reply."""
     replies: list[str] = []
     verdict = Verdict(False, error="not judged")
     prompt = "\n".join(m.content for m in messages)
+    if expected:
+        params = replace(params, top_logprobs=EXPECTED_TOP_LOGPROBS)
+    response = None
     for index in range(attempts):
         response = await judge.chat(messages, params, sample_index=index)
         replies.append(response.text)
         verdict = parse_verdict(response.text, prompt)
         if verdict.parsed:
             break
-    return Judgment(verdict, len(replies), tuple(replies))
+    read = expected_scores(response.text, response.logprobs) if expected and response and verdict.parsed else None
+    return Judgment(verdict, len(replies), tuple(replies), {} if expected and read is None else read)

@@ -119,13 +119,18 @@ class FinTradeOptions:
     """Retrieval budget per question."""
     dense: str = "auto"
     """Retriever dense track: 'auto', 'on', 'off'."""
+    judge_scores: str = "official"
+    """'official' (the 1-5 integers the judge wrote) or 'expected' (ours: Σ s·P(s) over the digits at the token
+    where the judge wrote each score; needs a judge with next-token logprobs; unread fields fall back and are
+    counted in `expected_coverage`)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
         parsed = parse_task_options(cls, options, "fintradebench",
                                     choices={"mode": MODES, "selection": SELECTION_STYLES,
                                              "judge_context": ("ideal", "none"),
-                                             "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off")},
+                                             "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off"),
+                                             "judge_scores": ("official", "expected")},
                                     at_least_one=("per_category", "max_tokens", "budget_tokens"))
         levels = parsed.levels or DEFAULT_LEVELS[parsed.mode]
         bad = [x for x in levels if x not in (*LEVELS, BARE)]
@@ -319,7 +324,9 @@ class FinTradeBenchTask(Task):
                                   gold_answer=sample.input["gold_answer"], answer=chosen.response,
                                   model=model.spec, mode=mode, trading_context=judge_trading,
                                   fundamental_context=judge_fundamental)
-        judgment = await judge_answer(models["judge"], messages)
+        expected = (self.settings.judge_scores == "expected"
+                    and getattr(models["judge"].capabilities, "next_token_logprobs", False))
+        judgment = await judge_answer(models["judge"], messages, expected=expected)
         return {"answer": chosen.response, "level": chosen.level, "prompt_id": chosen.prompt_id,
                 "selection": selection,
                 "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response}
@@ -349,13 +356,19 @@ class FinTradeBenchTask(Task):
         if not verdict.parsed:
             return Score(None, values, extracted, "unparseable", False, f"judge: {verdict.error}")
         official = f1_official(verdict.found_count, verdict.total_golden)
-        correctness = verdict.scores["correctness"] / 5
+        scores: dict[str, float] = dict(verdict.scores)
+        if self.settings.judge_scores == "expected":
+            # expected scores where read, the written integers elsewhere; the share read is a metric of its own
+            read = {k: v for k, v in (judge.get("expected") or {}).items() if k in scores}
+            values["expected_coverage"] = len(read) / len(scores)
+            scores.update(read)
+        correctness = scores["correctness"] / 5
         values[f"accuracy.{sample.metadata['category']}"] = correctness
         values["f1.official"] = official.f1
         for key, name in (("reasoning", "reasoning"), ("trading_signals", "trading_signals"),
                           ("fundamentals", "fundamentals")):
-            if key in verdict.scores:
-                values[name] = verdict.scores[key] / 5
+            if key in scores:
+                values[name] = scores[key] / 5
         return Score(correctness, values, extracted, f"judge-json:attempt-{judge.get('attempts', 1)}", True)
 
     # --- aggregation ------------------------------------------------------------------------------
