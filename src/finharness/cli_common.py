@@ -76,7 +76,40 @@ class LiveProgress:
         self.rows: dict[str, Any] = {}
         """The latest counters of each row's run."""
 
+    PHASE_QUIET_S = 2.0
+    """A preparation phase shorter than this leaves no line (in line mode): cached loads stay silent."""
+
+    def _on_phase(self, event: str, description: str, seconds: float | None) -> None:
+        """Show a long preparation phase (util.phase) while it runs: a row of its own on a terminal, else a
+        line once it has lasted PHASE_QUIET_S and one when it ends."""
+        import threading
+
+        if self.progress is not None:
+            if event == "start":
+                self._phases[description] = self.progress.add_task(f"  {description}", total=None, stats="")
+            elif description in self._phases:
+                self.progress.remove_task(self._phases.pop(description))
+                self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
+            return
+        if event == "start":
+            timer = threading.Timer(self.PHASE_QUIET_S, lambda: self.console.print(f"{description} ...",
+                                                                                   highlight=False))
+            timer.daemon = True
+            self._phases[description] = timer
+            timer.start()
+        else:
+            timer = self._phases.pop(description, None)
+            if timer is not None:
+                timer.cancel()
+            if seconds is not None and seconds >= self.PHASE_QUIET_S:
+                self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
+
     def __enter__(self) -> "LiveProgress":
+        from .util import add_phase_listener
+
+        self._phases: dict[str, Any] = {}
+        if self.enabled:
+            add_phase_listener(self._on_phase)
         if self.enabled and self.console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -88,6 +121,9 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        from .util import remove_phase_listener
+
+        remove_phase_listener(self._on_phase)
         if self.progress is not None:
             self.progress.__exit__(*exc)
 

@@ -10,14 +10,20 @@ importing the CLI (which imports every command group) stays light:
 
     __getattr__, __all__ = lazy_exports(__name__, {"load_prices": "prices", ...})
 
+Long preparation phases (phase): an index build or a model assembly announces itself, and the live
+progress display (cli_common.LiveProgress) shows it while it runs.
+
 This module imports nothing from finharness: anything in the package may import it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module
 from typing import Any
 
@@ -67,3 +73,39 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return getattr(import_module(f".{exports[name]}", package), name)
 
     return __getattr__, sorted(exports)
+
+
+# -- long preparation phases --------------------------------------------------------------------------
+
+PhaseListener = Callable[[str, str, "float | None"], None]
+"""Called with ("start", description, None) and ("end", description, seconds)."""
+
+_phase_listeners: list[PhaseListener] = []
+_phase_lock = threading.Lock()
+
+
+def add_phase_listener(listener: PhaseListener) -> None:
+    with _phase_lock:
+        _phase_listeners.append(listener)
+
+
+def remove_phase_listener(listener: PhaseListener) -> None:
+    with _phase_lock:
+        if listener in _phase_listeners:
+            _phase_listeners.remove(listener)
+
+
+@contextlib.contextmanager
+def phase(description: str) -> Iterator[None]:
+    """A long preparation step (a retrieval index build, a model assembly): progress displays show it while
+    it runs, so a bar standing at 0/N says what it is waiting for."""
+    with _phase_lock:
+        listeners = list(_phase_listeners)
+    for listener in listeners:
+        listener("start", description, None)
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        for listener in listeners:
+            listener("end", description, time.perf_counter() - started)

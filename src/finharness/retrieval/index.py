@@ -33,6 +33,7 @@ import numpy as np
 from finharness.data.errors import DataError
 from finharness.data.registry import sha256_file
 from finharness.markets.filings import PARSER_VERSION, FilingRef, load_filing
+from finharness.util import phase
 
 from .bm25 import BM25Index, BM25Params, library_version
 from .chunking import Child, ChunkingParams, FilingMeta, Parent, chunk_filing
@@ -162,17 +163,21 @@ def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), 
     key = index_key(hashed, params)
     folder = cache_root / "index" / key
     index = _load(folder, key, params)
+    tickers = ", ".join(sorted({ref.ticker for ref in ordered})) or "no ticker"
     if index is None:
-        parents = [parent for ref in ordered
-                   for parent in chunk_filing(load_filing(ref, cache=cache / "filings"), params.chunking)]
-        texts = [parent.indexed_text(child) for parent in parents for child in parent.children]
-        if not texts:
-            raise DataError("no text to index in these filings", path=ordered[0].path.parent if ordered else None,
-                            hint="check that the .htm files are EDGAR filings")
-        index = FilingIndex(key, parents, BM25Index.build(texts, params.bm25), from_cache=False)
-        _store(folder, index)
+        with phase(f"building the retrieval index of {tickers} ({len(ordered)} filings, once; cached after)"):
+            parents = [parent for ref in ordered
+                       for parent in chunk_filing(load_filing(ref, cache=cache / "filings"), params.chunking)]
+            texts = [parent.indexed_text(child) for parent in parents for child in parent.children]
+            if not texts:
+                raise DataError("no text to index in these filings",
+                                path=ordered[0].path.parent if ordered else None,
+                                hint="check that the .htm files are EDGAR filings")
+            index = FilingIndex(key, parents, BM25Index.build(texts, params.bm25), from_cache=False)
+            _store(folder, index)
     if encoder is not None:
-        index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
+        with phase(f"embedding the filings of {tickers} for dense retrieval (once per filing; cached after)"):
+            index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
     return index
 
 
