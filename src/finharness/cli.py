@@ -97,7 +97,8 @@ def run(
     seed: int = typer.Option(0, help="Seed recorded in the run and passed to tasks that sample."),
     split: Optional[str] = typer.Option(None, help="Data split (task-specific)."),
     shots: Optional[int] = typer.Option(None, help="Few-shot examples (task-specific)."),
-    method: Optional[str] = typer.Option(None, help="gen | ll (task-specific)."),
+    method: Optional[str] = typer.Option(None, help="gen | ll | letters | auto | all (task-specific; "
+                                         "docs/methods.md)."),
     extract: Optional[str] = typer.Option(None, help="Extraction mode: official | robust."),
     mode: Optional[str] = typer.Option(None, help="Task mode (e.g. norag | rag | ideal)."),
     truncate: str = typer.Option("error", help="Prompt budget policy: error | left | right."),

@@ -18,6 +18,11 @@ BizBench (task names starting 'bizbench/') — any headline; the failure class o
   extraction.parsed is false; else 'wrong answer'.
 
 FinTradeBench (task 'fintradebench', or names starting 'fintradebench') — see FINTRADE_METRICS.
+
+Multiple-choice methods (any task run with `--method all`; benchmarks/mc_methods.py) — metrics
+  `agreement.M1~M2` (share of items where methods M1 and M2 chose the same option, with CI and n) and
+  `kappa.M1~M2` (Cohen's κ, n) for M in ll, letters, gen, and the per-method scores `M.HEADLINE`
+  (e.g. `ll.strict.score`, `gen.accuracy`); shown by `method_agreement` in the task's section.
 """
 
 from __future__ import annotations
@@ -312,6 +317,64 @@ def fintradebench_section(runs: Sequence[RunData]) -> Markup:
     ])
 
 
+# --- multiple-choice methods (any task run with --method all) -------------------------------------
+
+MC_METHODS: tuple[str, ...] = ("ll", "letters", "gen")
+_PAIR = re.compile(r"^agreement\.([a-z]+)~([a-z]+)$")
+
+
+def mc_methods_of(run: RunData) -> list[str]:
+    """The methods compared in a run (from its `agreement.M1~M2` metrics), in headline order."""
+    found = {m for name in run.metrics for match in [_PAIR.match(name)] if match for m in match.groups()}
+    return [m for m in MC_METHODS if m in found]
+
+
+def _pair_metric(run: RunData, kind: str, a: str, b: str) -> Mapping[str, Any] | None:
+    return run.metric(f"{kind}.{a}~{b}") or run.metric(f"{kind}.{b}~{a}")
+
+
+def method_agreement(runs: Sequence[RunData]) -> Markup:
+    """Per run that compared methods: the agreement matrix (cells = share of items choosing the same option,
+    κ and n in the tooltip), a table of agreement and κ per pair, and each method's headline score."""
+    names = display_names(runs)
+    compared = [r for r in runs if len(mc_methods_of(r)) >= 2]
+    if not compared:
+        return Markup("")
+    parts = [note("Each method answers the same items; agreement = share of the items where both chose an "
+                  "option and chose the same one (Wilson 95% CI), κ = Cohen's κ over those items "
+                  "(categories = option letters). The headline is the first of ll, letters, gen.")]
+    score_rows = []
+    for r in compared:
+        methods = mc_methods_of(r)
+        headline = r.headline or ""
+        cells = []
+        for a in methods:
+            row = []
+            for b in methods:
+                if a == b:
+                    row.append(Cell(1.0, text="—", tooltip="the same method"))
+                    continue
+                agree, kappa = _pair_metric(r, "agreement", a, b) or {}, _pair_metric(r, "kappa", a, b) or {}
+                row.append(Cell(agree.get("value"), tooltip=f"κ = {fmt_num(kappa.get('value'), 3)}, "
+                                                            f"n = {agree.get('n', 0)}"))
+            cells.append(row)
+        parts.append(figure(heatmap(f"{r.task} · {names[r.path]}: agreement between methods", methods, methods,
+                                    cells, legend_label="agreement", row_header="method", column_header="method")))
+        pair_rows = []
+        for i, a in enumerate(methods):
+            for b in methods[i + 1:]:
+                pair_rows.append([f"{a} ~ {b}", value_cell(_pair_metric(r, "agreement", a, b)),
+                                  value_cell(_pair_metric(r, "kappa", a, b), percent=False)])
+        parts.append(table(["pair", "agreement", "Cohen's κ"], pair_rows, numeric_from=1,
+                           caption=f"{names[r.path]}: agreement and κ per pair of methods"))
+        base = next((headline[len(m) + 1:] for m in methods if headline.startswith(m + ".")), headline)
+        score_rows.append([names[r.path], base, *[value_cell(r.metric(f"{m}.{base}")) for m in MC_METHODS]])
+    parts.append(table(["run", "metric", *MC_METHODS], score_rows, numeric_from=2,
+                       caption="Per-method scores (— : the method did not run)"))
+    anchor = "mc-methods-" + re.sub(r"[^A-Za-z0-9_-]+", "-", compared[0].task)
+    return subsection("Methods compared (ll / letters / gen)", *parts, anchor=anchor)
+
+
 # --- generic (any other task) -------------------------------------------------------------------------
 
 def generic_section(runs: Sequence[RunData]) -> Markup:
@@ -390,9 +453,11 @@ def benchmark_sections(runs: Sequence[RunData]) -> list[tuple[str, str, Markup]]
         claimed.update(str(r.path) for r in mine)
         tables = Markup("").join(Markup("<h3>{}</h3>{}").format(task, all_metrics_table(rs))
                                  for task, rs in by_task(mine).items())
-        out.append((hook.anchor, hook.title, section(hook.anchor, hook.title, hook.render(mine), tables)))
+        body = hook.render(mine) + method_agreement(mine)
+        out.append((hook.anchor, hook.title, section(hook.anchor, hook.title, body, tables)))
     for task, task_runs in by_task([r for r in runs if str(r.path) not in claimed]).items():
         anchor = "task-" + re.sub(r"[^A-Za-z0-9_-]+", "-", task)
-        out.append((anchor, task, section(anchor, f"Task {task}", generic_section(task_runs),
+        out.append((anchor, task, section(anchor, f"Task {task}",
+                                          generic_section(task_runs) + method_agreement(task_runs),
                                           all_metrics_table(task_runs))))
     return out

@@ -20,6 +20,12 @@ Methods:
        official = `brace_extract` (exactly one [[…]] whose content is a letter A-D); robust = one or
        several [[X]] that agree, else the choice cascade of extract/choices.py (answer cues, a bare
        letter, option text). The prediction is the raw reply.
+  letters  the gen prompt (system message, one-shot sample), at most 16 new tokens with top logprobs; the
+       probabilities of the option letters where the reply writes its answer (after '[[' or 'Answer:')
+       choose (benchmarks/mc_methods.py). Score.values 'letters'.
+  auto     ll, else letters, else gen -- the best the backend offers (recorded in extra.methods).
+  all      every method the backend offers on the same items; headline = the first of ll/letters/gen, each
+       method's metrics under its prefix (`gen.accuracy`, `gen.robust`...), `agreement.M1~M2`, `kappa.M1~M2`.
 Headline `accuracy`: 'll' for ll, the `extract` mode for gen; every mode is in Score.values.
 """
 
@@ -38,6 +44,16 @@ from ...data.errors import DataError
 from ...data.io import read_csv_rows, read_json
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
+from ..mc_methods import (
+    METHOD_CHOICES,
+    NO_POSITION,
+    agreement_metrics,
+    ask_letters,
+    is_multi,
+    methods_summary,
+    score_methods,
+    solve_methods,
+)
 from .prompts import (
     LETTERS,
     OfficialPrompt,
@@ -49,7 +65,7 @@ from .prompts import (
 from .scoring import rule_counts
 
 SOURCES = ("all", "fineval", "ideafinbench")
-METHODS = ("ll", "gen")
+METHODS = METHOD_CHOICES
 CONTINUATIONS = ("letter", "text")
 
 FINEVAL_FILE = Path("cfa_cpa") / "CFA_essay" / "FinEval_CFA_Easy.data.json"
@@ -63,7 +79,7 @@ class FinKnowOptions:
     """Everything that changes FinKnow's requests or scores."""
 
     method: str = "ll"
-    """'ll' (the paper) or 'gen' (the pipeline)."""
+    """'ll' (the paper), 'gen' (the pipeline), 'letters', 'auto' or 'all' (benchmarks/mc_methods.py)."""
 
     source: str = "all"
     """Which question files."""
@@ -204,10 +220,24 @@ class FinKnowTask(Task):
             return tuple(" " + option for option in sample.input["options"])
         return tuple(" " + LETTERS[i] for i in range(len(sample.input["options"])))
 
+    @property
+    def generate_params(self) -> GenerateParams:
+        return GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0, top_p=1.0)
+
     async def solve(self, sample: Sample, models: Models) -> Any:
-        if self.settings.method == "gen":
-            params = GenerateParams(max_tokens=self.settings.max_tokens, temperature=0.0, top_p=1.0)
-            return (await models.model.chat(self.messages(sample), params)).text
+        model = models.model
+
+        async def solve_one(method: str) -> Any:
+            if method == "gen":
+                return (await model.chat(self.messages(sample), self.generate_params)).text
+            if method == "letters":
+                return await ask_letters(model, self.messages(sample), self.generate_params,
+                                         LETTERS[: len(sample.input["options"])])
+            return await self._solve_ll(sample, models)
+
+        return await solve_methods(self.settings.method, model, solve_one)
+
+    async def _solve_ll(self, sample: Sample, models: Models) -> dict[str, Any]:
         continuations = self.continuations(sample)
         response = await models.model.loglikelihood(LoglikelihoodRequest(ll_context(sample), continuations))
         letters = LETTERS[: len(continuations)]
@@ -244,6 +274,12 @@ class FinKnowTask(Task):
 
     def score(self, sample: Sample, prediction: Any) -> Score:
         gold = sample.target
+        if is_multi(prediction):
+            return score_methods(prediction, lambda _m, p: self.score(sample, p), self._choice, value_name="accuracy")
+        if isinstance(prediction, Mapping) and prediction.get("rule") in ("letters", NO_POSITION):
+            choice = prediction.get("choice")
+            return Score(float(choice == gold), {"letters": float(choice == gold)},
+                         {"choice": choice, "probs": prediction.get("probs")}, prediction["rule"], bool(choice))
         if isinstance(prediction, Mapping):  # ll
             choice = prediction.get("choice")
             values = {"ll": float(choice == gold)}
@@ -260,6 +296,11 @@ class FinKnowTask(Task):
         extracted.update({f"{mode}_rule": rule for mode, (_, rule) in readings.items()})
         answer, rule = readings[self.settings.extract]
         return Score(values[self.settings.extract], values, extracted, rule, answer is not None)
+
+    def _choice(self, method: str, score: Score) -> str | None:
+        """The option a method chose, for agreement: ll / letters their choice, gen the headline reading."""
+        extracted = score.extracted or {}
+        return extracted.get(self.settings.extract if method == "gen" else "choice") or None
 
     def gold_prediction(self, sample: Sample) -> Any:
         """A prediction that states the gold (for the same-path check): [[X]] or an ll choice."""
@@ -281,4 +322,9 @@ class FinKnowTask(Task):
                          "with their `gold` index; the letter is used")
         extra = {"options": asdict(self.settings), "rules": rules, "gold_conflicts": self.gold_conflicts,
                  "unparseable": {m: counts.get(UNPARSEABLE, 0) for m, counts in rules.items()}}
-        return Aggregate(metrics=mean_metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)
+        metrics = mean_metrics([r.score for r in scored])
+        if self.settings.method not in ("ll", "gen"):
+            metrics.update(agreement_metrics(scored))
+            extra["methods"], method_notes = methods_summary(self.settings.method, scored)
+            notes += method_notes
+        return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)

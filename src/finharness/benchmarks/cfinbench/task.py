@@ -13,7 +13,11 @@ Sample ids: `SPLIT/TYPE/CAT/LINE`, LINE = the 0-based physical line of the item 
 Options (CLI keyword arguments):
   split      'val' (default) | 'dev' | 'test'
   shots      0 (default) | 3 -- 3-shot uses dev items 0, 1, 2 of the same category and type
-  method     'gen' (default) | 'll' -- 'll' is the official PPL config: single choice only
+  method     'gen' (default) | 'll' -- 'll' is the official PPL config: single choice only -- | 'letters'
+             (the gen prompt; the option letters' probabilities at the answer position) | 'auto' (the
+             best the backend offers: ll, else letters, else gen) | 'all' (every method it offers on
+             the same items, with agreement and κ between them): see benchmarks/mc_methods.py. Every
+             method but gen is single choice only; ll, auto and all are 0-shot.
   extract    'official' (default, the headline reproduces the paper) | 'robust'; both are always
              computed and reported (the other one under its name as prefix)
   truncate   'paper-2048' (default: right-truncate prompts over 2048 tokens, as the paper) | 'none'
@@ -23,7 +27,8 @@ Options (CLI keyword arguments):
 
 Predictions: for `gen`, the raw model reply (str). For `ll`, a dict
 `{"choice": "B", "logprobs": {"A": -1.2, ...}, "continuation_tokens": {...}}`; `score` reads its
-"choice". A bare letter string works for both (as in `finharness score` JSONL files).
+"choice". A bare letter string works for both (as in `finharness score` JSONL files). For letters,
+auto and all: `{"method": ..., "methods": {M: prediction of M}}` (mc_methods.py).
 """
 
 from __future__ import annotations
@@ -34,13 +39,24 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from ...core.metrics import Metric
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import iter_jsonl
 from ...extract.choices import UNPARSEABLE, parse_options
+from ...stats import mean_ci
 from ...util import natural_key
+from ..mc_methods import (
+    METHOD_CHOICES,
+    agreement_metrics,
+    ask_letters,
+    is_multi,
+    methods_summary,
+    score_methods,
+    solve_methods,
+)
 from .categories import QUESTION_TYPES, Category, load_category_names, resolve_category
 from .extraction import EXTRACTION_MODES, Reading, official_postprocess, read_gold, read_reply
 from .prompts import (
@@ -58,8 +74,9 @@ from .scoring import SCORING_MODES, ScoredItem, present_types, renormalised_weig
 SPLITS: tuple[str, ...] = ("dev", "val", "test")
 """Official splits: dev = few-shot pool, val = scored, test = may lack answers."""
 
-METHODS: tuple[str, ...] = ("gen", "ll")
-"""Generation, or the official log-likelihood (PPL) method for single choice."""
+METHODS: tuple[str, ...] = METHOD_CHOICES
+"""Generation, the official log-likelihood (PPL) method for single choice, option-letter probabilities,
+the best the backend offers, or all of them (benchmarks/mc_methods.py)."""
 
 LAYOUT_HINT = ("expected ROOT/{dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl; "
                "pass --data-dir ROOT (CFinBench has no public copy: use your own, or "
@@ -80,7 +97,8 @@ class CFinBenchOptions:
     """0 or 3 in-context examples from dev."""
 
     method: str = "gen"
-    """'gen' (generate and extract) or 'll' (most likely option letter; single choice only)."""
+    """'gen' (generate and extract), 'll' (most likely option letter; single choice only), 'letters',
+    'auto' or 'all' (mc_methods.py; single choice only)."""
 
     extract: str = "official"
     """Extraction mode of the headline; the other one is reported beside it."""
@@ -101,7 +119,7 @@ class CFinBenchOptions:
                                     choices={"split": SPLITS, "shots": (0, SHOTS), "method": METHODS,
                                              "extract": EXTRACTION_MODES, "truncate": tuple(TRUNCATION_POLICIES)},
                                     at_least_one=("max_tokens",))
-        if options.get("types") is None and parsed.method == "ll":
+        if options.get("types") is None and parsed.method != "gen":
             parsed = replace(parsed, types=("single_choice",))  # the official ll config is single choice only
         parsed._validate()
         return parsed
@@ -115,6 +133,12 @@ class CFinBenchOptions:
                              "only; use types=single_choice or method=gen")
         if self.method == "ll" and self.shots != 0:
             raise ValueError("cfinbench: the official log-likelihood config is 0-shot; use shots=0")
+        if self.method in ("letters", "auto", "all") and self.types != ("single_choice",):
+            raise ValueError(f"cfinbench: method {self.method!r} reads option letters: single choice only; use "
+                             "types=single_choice or method=gen")
+        if self.method in ("auto", "all") and self.shots != 0:
+            raise ValueError(f"cfinbench: method {self.method!r} may use the official log-likelihood config, "
+                             "which is 0-shot; use shots=0")
 
 
 @dataclass(frozen=True)
@@ -239,10 +263,18 @@ class CFinBenchTask(Task):
 
     def prompt(self, sample: Sample) -> str:
         """The exact text sent: the generation prompt, or the log-likelihood context for 'll'."""
+        return self.ll_prompt(sample) if self.settings.method == "ll" else self.gen_prompt(sample)
+
+    def ll_prompt(self, sample: Sample) -> str:
+        """The official log-likelihood (PPL) context."""
+        inputs = sample.input
+        return loglikelihood_context(inputs["type"], inputs["category_name"],
+                                     question_text(inputs["text"], inputs["options"]))
+
+    def gen_prompt(self, sample: Sample) -> str:
+        """The official generation prompt (0- or 3-shot); 'letters' sends it too."""
         inputs = sample.input
         question = question_text(inputs["text"], inputs["options"])
-        if self.settings.method == "ll":
-            return loglikelihood_context(inputs["type"], inputs["category_name"], question)
         if self.settings.shots:
             examples = [tuple(pair) for pair in inputs["examples"]]
             return three_shot_prompt(inputs["type"], inputs["category_name"], question, examples)
@@ -269,10 +301,19 @@ class CFinBenchTask(Task):
 
     async def solve(self, sample: Sample, models: Models) -> Any:
         model = models.model
-        prompt = self._truncate(self.prompt(sample), model)
-        if self.settings.method == "gen":
-            response = await model.chat((Message("user", prompt),), self.generate_params)
-            return response.text
+
+        async def solve_one(method: str) -> Any:
+            if method == "ll":
+                return await self._solve_ll(sample, model, self._truncate(self.ll_prompt(sample), model))
+            messages = (Message("user", self._truncate(self.gen_prompt(sample), model)),)
+            if method == "letters":
+                return await ask_letters(model, messages, self.generate_params,
+                                         sorted(parse_options(sample.input["options"])))
+            return (await model.chat(messages, self.generate_params)).text
+
+        return await solve_methods(self.settings.method, model, solve_one)
+
+    async def _solve_ll(self, sample: Sample, model: Any, prompt: str) -> dict[str, Any]:
         letters = sorted(parse_options(sample.input["options"]))
         request = LoglikelihoodRequest(prompt, tuple(loglikelihood_continuation(x) for x in letters))
         response = await model.loglikelihood(request)
@@ -288,12 +329,16 @@ class CFinBenchTask(Task):
         """The prediction under both extraction modes."""
         if isinstance(prediction, Mapping):
             choice = str(prediction.get("choice") or "")
-            return {mode: Reading(choice, "loglikelihood" if choice else UNPARSEABLE) for mode in EXTRACTION_MODES}
+            rule = str(prediction.get("rule") or "loglikelihood")
+            return {mode: Reading(choice, rule if choice else UNPARSEABLE) for mode in EXTRACTION_MODES}
         reply = "" if prediction is None else str(prediction)
         return {mode: read_reply(reply, sample.input["type"], sample.input["options"], mode)
                 for mode in EXTRACTION_MODES}
 
     def score(self, sample: Sample, prediction: Any) -> Score:
+        if is_multi(prediction):
+            return score_methods(prediction, lambda _m, p: self.score(sample, p),
+                                 lambda _m, s: (s.extracted or {}).get(self.settings.extract) or None)
         question_type = sample.input["type"]
         readings = self.read(sample, prediction)
         headline = readings[self.settings.extract]
@@ -334,6 +379,7 @@ class CFinBenchTask(Task):
             scored.append((sample, ScoredItem(sample.input["type"], sample.input["category"], record.score.values,
                                               {mode: bool(extracted.get(mode)) for mode in EXTRACTION_MODES})))
         items = [item for _, item in scored]
+        multi = self.settings.method not in ("gen", "ll")
 
         groupings = {"category": lambda s: s.input["category"], "type": lambda s: s.input["type"],
                      "group": lambda s: s.metadata["group"]}
@@ -347,6 +393,12 @@ class CFinBenchTask(Task):
 
         types = present_types(items)
         notes = self._notes(items, types, failed, unscored, truncated, uncountable)
+        metrics = summarise(items, headline)
+        methods_extra = None
+        if multi:
+            methods_extra, method_notes = methods_summary(self.settings.method, records)
+            metrics.update(self._method_metrics(scored, records, methods_extra["ran"], headline))
+            notes += method_notes
         extra = {
             "headline": f"{headline} extraction, strict scoring: 'strict.score'",
             "weights": renormalised_weights(types),
@@ -356,10 +408,33 @@ class CFinBenchTask(Task):
             "robust_rules": dict(rules.most_common()),
             "categories": {c.id: {"zh": c.zh, "en": c.en, "group": c.group, "group_name": c.group_name}
                            for c in sorted(self._categories.values(), key=lambda c: natural_key(c.id))},
-            "generation": asdict(self.generate_params) if self.settings.method == "gen" else None,
+            "generation": asdict(self.generate_params) if self.settings.method != "ll" else None,
             "options": asdict(self.settings),
         }
-        return Aggregate(metrics=summarise(items, headline), groups=groups, notes=notes, extra=extra)
+        if methods_extra is not None:
+            extra["methods"] = methods_extra
+        return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
+
+    def _method_metrics(self, scored: Sequence[tuple[Sample, ScoredItem]], records: Sequence[SampleRecord],
+                        ran: Sequence[str], headline: str) -> dict[str, Metric]:
+        """`METHOD.`-prefixed metrics of every method (when several ran), agreement, κ, letters.no_position."""
+        metrics: dict[str, Metric] = {}
+        by_id = {record.id: record for record in records}
+        if len(ran) > 1:
+            for method in ran:
+                items = []
+                for sample, item in scored:
+                    extracted = by_id[sample.id].score.extracted or {}
+                    per = (extracted.get("per_method") or {}).get(method) or {}
+                    values = {k[len(method) + 1:]: v for k, v in item.values.items() if k.startswith(method + ".")}
+                    items.append(ScoredItem(item.question_type, item.category, values,
+                                            {mode: bool(per.get(mode)) for mode in EXTRACTION_MODES}))
+                metrics.update({f"{method}.{k}": m for k, m in summarise(items, headline).items()})
+        if "letters" in ran:
+            missing = [item.values.get("letters.no_position", 0.0) for _, item in scored]
+            metrics["letters.no_position"] = Metric.of(mean_ci(missing))
+        metrics.update(agreement_metrics([by_id[s.id] for s, _ in scored]))
+        return metrics
 
     def _notes(self, items: Sequence[ScoredItem], types: Sequence[str], failed: int, unscored: int,
                truncated: int, uncountable: bool) -> list[str]:

@@ -2,16 +2,30 @@
 
 It gives the engine something real to run on the embedded model before any
 benchmark data is present. Sample ids: `demo/LINE` (line index from 0).
+
+Options: `max_tokens` (64), `method` 'gen' (default: generate, extract the letter) | 'll' (log-likelihood
+of ' A', ' B'... after the instruction, the question and 'Answer:' / '答案：') | 'letters' | 'auto' | 'all'
+(benchmarks/mc_methods.py). Headline `accuracy`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 from ...core.task import Models, Task
-from ...core.types import GenerateParams, Message, Sample, Score
+from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.io import iter_jsonl, require_key
-from ...extract.choices import extract_choice
+from ...extract.choices import UNPARSEABLE, extract_choice
+from ..mc_methods import (
+    METHOD_CHOICES,
+    agreement_metrics,
+    ask_letters,
+    is_multi,
+    methods_summary,
+    score_methods,
+    solve_methods,
+)
 
 DATA = Path(__file__).with_name("demo_exam.jsonl")
 
@@ -20,6 +34,9 @@ INSTRUCTION = {
            "and no explanation."),
     "zh": "请回答下面的单项选择题，并以“答案：X”的格式作答，X为一个字母。",
 }
+
+LL_CUE = {"en": "\nAnswer:", "zh": "\n答案："}
+"""`ll`: the context ends with this cue; each option X is scored as the continuation ' X'."""
 
 
 def render_question(question: str, options: list[str]) -> str:
@@ -30,9 +47,13 @@ class DemoTask(Task):
     name = "demo"
     description = "12 single-choice finance questions (en + zh) shipped with finharness"
 
-    def __init__(self, max_tokens: int = 64):
-        super().__init__(max_tokens=max_tokens)
+    def __init__(self, max_tokens: int = 64, method: str = "gen"):
+        if method not in METHOD_CHOICES:
+            raise ValueError(f"demo: method={method!r}; choose from {list(METHOD_CHOICES)}")
+        # 'gen' stays out of the options so that the default run key is what it was before methods existed
+        super().__init__(max_tokens=max_tokens, **({} if method == "gen" else {"method": method}))
         self.max_tokens = max_tokens
+        self.method = method
 
     def load(self, data_dir: Path | None) -> list[Sample]:
         samples = []
@@ -49,11 +70,40 @@ class DemoTask(Task):
         return [Message("user", INSTRUCTION[lang] + "\n\n" + render_question(sample.input["question"],
                                                                           sample.input["options"]))]
 
-    async def solve(self, sample: Sample, models: Models) -> str:
-        reply = await models.model.chat(self.messages(sample), GenerateParams(max_tokens=self.max_tokens))
-        return reply.text
+    def letters(self, sample: Sample) -> list[str]:
+        return [chr(65 + i) for i in range(len(sample.input["options"]))]
 
-    def score(self, sample: Sample, prediction: str) -> Score:
+    def ll_request(self, sample: Sample) -> LoglikelihoodRequest:
+        lang = sample.metadata["lang"]
+        context = (INSTRUCTION[lang] + "\n\n" + render_question(sample.input["question"], sample.input["options"])
+                   + LL_CUE[lang])
+        return LoglikelihoodRequest(context, tuple(" " + x for x in self.letters(sample)))
+
+    async def solve(self, sample: Sample, models: Models) -> Any:
+        model = models.model
+        params = GenerateParams(max_tokens=self.max_tokens)
+
+        async def solve_one(method: str) -> Any:
+            if method == "gen":
+                return (await model.chat(self.messages(sample), params)).text
+            letters = self.letters(sample)
+            if method == "letters":
+                return await ask_letters(model, self.messages(sample), params, letters)
+            response = await model.loglikelihood(self.ll_request(sample))
+            best = max(range(len(letters)), key=lambda i: response.logprobs[i])  # first on ties
+            return {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs))}
+
+        return await solve_methods(self.method, model, solve_one)
+
+    def score(self, sample: Sample, prediction: Any) -> Score:
+        if is_multi(prediction):
+            return score_methods(prediction, lambda _m, p: self.score(sample, p), lambda _m, s: s.extracted,
+                                 value_name="accuracy")
+        if isinstance(prediction, Mapping):  # ll or letters
+            choice = prediction.get("choice")
+            value = None if sample.target is None else float(choice == sample.target)
+            return Score(value=value, extracted=choice, rule=prediction.get("rule", "loglikelihood") if choice
+                         else UNPARSEABLE, parsed=bool(choice))
         options = {chr(65 + i): text for i, text in enumerate(sample.input["options"])}
         found = extract_choice(prediction or "", options)
         value = None if sample.target is None else float(found.answer == sample.target)
@@ -63,5 +113,11 @@ class DemoTask(Task):
         from ...core.metrics import grouped, mean_metrics
         from ...core.task import Aggregate
         scores = [r.score for r in records]
-        return Aggregate(metrics=mean_metrics(scores),
+        metrics = mean_metrics(scores)
+        extra: dict[str, Any] = {}
+        notes: list[str] = []
+        if self.method != "gen":
+            metrics.update(agreement_metrics(records))
+            extra["methods"], notes = methods_summary(self.method, records)
+        return Aggregate(metrics=metrics, notes=notes, extra=extra,
                          groups={"lang": grouped((r.metadata.get("lang", "?"), r.score) for r in records)})
