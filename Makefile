@@ -68,3 +68,39 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
+
+# Mutation testing (issue 19), by hand only: not part of `make test` or CI (about 25 min on 2 cores).
+# mutmut 3 mutates the modules listed in pyproject.toml [tool.mutmut] (those whose mistakes change a published
+# number) in a copy of the tree under MUTATION_DIR, runs only the selected tests that reach each mutated
+# function, and prints the mutation score per module, then the surviving mutants (`mutmut show NAME` in
+# MUTATION_DIR prints one's diff). Shared data ($FINHARNESS_DATA_DIR, else ../shared/data) lets the BizBench
+# and FinTradeBench tests that need it run. MUTATION_JOBS=2 halves the time on an idle machine.
+MUTATION_DIR ?= /tmp/finharness-mutation
+MUTATION_JOBS ?= 1
+.PHONY: mutation
+define MUTATION_SUMMARY
+import glob, json
+KILLED = {1, 3, 24, 36, 37, 152, 255, -9, -11, -24}  # killed, timeout, type check, crash
+RESUME = {"x_canonical_json", "x_content_key", "x_content_key_of_canonical", "get_call", "put_call",
+          "put_call_json", "put_run", "get_samples", "put_sample", "get_run", "_commit_queued"}
+print(f"{'module':46} {'mutants':>7} {'killed':>6} {'survived':>8} {'no tests':>8} {'score':>6}")
+for meta in sorted(glob.glob("mutants/src/**/*.py.meta", recursive=True)):
+    codes = json.load(open(meta))["exit_code_by_key"]
+    groups = {meta[len("mutants/src/"):-len(".meta")]: codes}
+    if meta.endswith("core/store.py.meta"):
+        groups["  store: resume functions"] = {
+            k: v for k, v in codes.items() if k.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1].split("\u01c1")[-1] in RESUME}
+    for name, group in groups.items():
+        n, killed = len(group), sum(v in KILLED for v in group.values())
+        survived, untested = sum(v == 0 for v in group.values()), sum(v in (5, 33) for v in group.values())
+        print(f"{name:46} {n:7} {killed:6} {survived:8} {untested:8} {100 * killed / max(n, 1):5.1f}%")
+endef
+export MUTATION_SUMMARY
+mutation: $(STAMP)
+	$(BIN)/python -m pip install --quiet 'mutmut==3.8.1'
+	rm -rf $(MUTATION_DIR) && mkdir -p $(MUTATION_DIR)
+	cp -r src tests pyproject.toml $(MUTATION_DIR)/
+	cd $(MUTATION_DIR) && PYTHONHASHSEED=0 FINHARNESS_DATA_DIR=$${FINHARNESS_DATA_DIR:-$(abspath ../shared/data)} \
+	  $(abspath $(BIN))/mutmut run --max-children $(MUTATION_JOBS) >mutmut-run.log 2>&1 \
+	  || { tail -c 3000 $(MUTATION_DIR)/mutmut-run.log; exit 1; }
+	cd $(MUTATION_DIR) && $(abspath $(BIN))/python -c "$$MUTATION_SUMMARY" && $(abspath $(BIN))/mutmut results
