@@ -69,7 +69,7 @@ bench: setup
 clean:
 	rm -rf $(VENV) runs .pytest_cache
 
-# Mutation testing (issue 19), by hand only: not part of `make test` or CI (about 25 min on 2 cores).
+# Mutation testing (issue 19), by hand only: not part of `make test` or CI (20-30 min on 2 cores).
 # mutmut 3 mutates the modules listed in pyproject.toml [tool.mutmut] (those whose mistakes change a published
 # number) in a copy of the tree under MUTATION_DIR, runs only the selected tests that reach each mutated
 # function, and prints the mutation score per module, then the surviving mutants (`mutmut show NAME` in
