@@ -27,6 +27,7 @@ a `letters` prediction is `{"choice", "probs", "offset", "token", "rule", "reply
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from itertools import combinations
@@ -100,6 +101,13 @@ def read_letters(reply: str, logprobs: Sequence[Any] | None, letters: Sequence[s
     probs, token = reading
     choice = max(letters, key=lambda x: probs[x])  # first letter on ties
     return {"choice": choice, "probs": probs, "offset": offset, "token": token, "rule": "letters", "reply": reply}
+
+
+def ll_choice(letters: Sequence[str], logprobs: Sequence[float]) -> dict[str, Any]:
+    """An `ll` prediction: the letter whose continuation is most likely (the first on ties) and every letter's
+    log-likelihood."""
+    best = max(range(len(letters)), key=lambda i: logprobs[i])
+    return {"choice": letters[best], "logprobs": dict(zip(letters, logprobs))}
 
 
 def letters_params(params: GenerateParams) -> GenerateParams:
@@ -203,18 +211,15 @@ def pair_name(a: str, b: str) -> str:
     return f"{a}~{b}"
 
 
-def agreement_metrics(records: Sequence[Any]) -> dict[str, Metric]:
-    """`agreement.M1~M2` and `kappa.M1~M2` for every pair of methods that ran, and
-    `letters.no_position` (share of items whose reply had no answer position) when letters ran."""
-    rows = _records_choices(records)
-    ran = [m for m in METHODS if any(m in row for row in rows)]
+def agreement_metrics(rows: Sequence[Mapping[str, Any]], ran: Sequence[str]) -> dict[str, Metric]:
+    """`agreement.M1~M2` and `kappa.M1~M2` for every pair of methods that ran, over the items where both chose."""
     out: dict[str, Metric] = {}
     for a, b in combinations(ran, 2):
         pairs = [(row[a], row[b]) for row in rows if row.get(a) and row.get(b)]
         hits = sum(x == y for x, y in pairs)
         out[f"agreement.{pair_name(a, b)}"] = Metric.of(proportion_ci(hits, len(pairs)))
-        kappa = cohen_kappa([x for x, _ in pairs], [y for _, y in pairs]) if pairs else float("nan")
-        out[f"kappa.{pair_name(a, b)}"] = Metric(None if kappa != kappa else float(kappa), None, len(pairs))
+        kappa = cohen_kappa([x for x, _ in pairs], [y for _, y in pairs]) if pairs else math.nan
+        out[f"kappa.{pair_name(a, b)}"] = Metric(None if math.isnan(kappa) else float(kappa), None, len(pairs))
     return out
 
 
@@ -230,9 +235,10 @@ def no_position_count(records: Sequence[Any]) -> tuple[int, int]:
     return missing, total
 
 
-def methods_summary(requested: str, records: Sequence[Any]) -> tuple[dict[str, Any], list[str]]:
-    """(extra['methods'], notes) for a task's Aggregate: what was requested, what ran, `auto`'s choice,
-    the `letters` answer positions not found."""
+def summarise_methods(requested: str, records: Sequence[Any]) -> tuple[dict[str, Metric], dict[str, Any], list[str]]:
+    """What a task's Aggregate adds for a method-robust run: the agreement and κ metrics of every pair of
+    methods that ran, extra['methods'] (what was requested, what ran, `auto`'s choice, the `letters` answer
+    positions not found) and the notes saying so."""
     rows = _records_choices(records)
     ran = [m for m in METHODS if any(m in row for row in rows)]
     extra: dict[str, Any] = {"requested": requested, "ran": ran, "headline": ran[0] if ran else requested}
@@ -249,4 +255,4 @@ def methods_summary(requested: str, records: Sequence[Any]) -> tuple[dict[str, A
                             "top_logprobs": LETTERS_TOP_LOGPROBS}
         if missing:
             notes.append(f"letters: no answer position found in {missing} of {total} replies (scored as unparseable)")
-    return extra, notes
+    return agreement_metrics(rows, ran), extra, notes

@@ -47,12 +47,12 @@ from ...extract.numbers import read_official
 from ..mc_methods import (
     METHOD_CHOICES,
     NO_POSITION,
-    agreement_metrics,
     ask_letters,
     is_multi,
-    methods_summary,
+    ll_choice,
     score_methods,
     solve_methods,
+    summarise_methods,
 )
 from .prompts import (
     LETTERS,
@@ -241,8 +241,7 @@ class FinKnowTask(Task):
         continuations = self.continuations(sample)
         response = await models.model.loglikelihood(LoglikelihoodRequest(ll_context(sample), continuations))
         letters = LETTERS[: len(continuations)]
-        best = max(range(len(letters)), key=lambda i: response.logprobs[i])  # first on ties
-        prediction = {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs)),
+        prediction = {**ll_choice(letters, response.logprobs),
                       "continuation_tokens": dict(zip(letters, response.continuation_tokens))}
         if self.settings.continuation == "text":
             norm = [lp / max(1, len(c)) for lp, c in zip(response.logprobs, continuations)]
@@ -324,7 +323,7 @@ class FinKnowTask(Task):
                  "unparseable": {m: counts.get(UNPARSEABLE, 0) for m, counts in rules.items()}}
         metrics = mean_metrics([r.score for r in scored])
         if self.settings.method not in ("ll", "gen"):
-            metrics.update(agreement_metrics(scored))
-            extra["methods"], method_notes = methods_summary(self.settings.method, scored)
+            agreement, extra["methods"], method_notes = summarise_methods(self.settings.method, scored)
+            metrics.update(agreement)
             notes += method_notes
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)

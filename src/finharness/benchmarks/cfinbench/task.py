@@ -50,12 +50,12 @@ from ...stats import mean_ci
 from ...util import natural_key
 from ..mc_methods import (
     METHOD_CHOICES,
-    agreement_metrics,
     ask_letters,
     is_multi,
-    methods_summary,
+    ll_choice,
     score_methods,
     solve_methods,
+    summarise_methods,
 )
 from .categories import QUESTION_TYPES, Category, load_category_names, resolve_category
 from .extraction import EXTRACTION_MODES, Reading, official_postprocess, read_gold, read_reply
@@ -319,8 +319,7 @@ class CFinBenchTask(Task):
         response = await model.loglikelihood(request)
         # the official PPL inferencer takes the lowest perplexity; with one shared context and
         # equally long continuations that is the highest continuation log-likelihood (first on ties)
-        best = max(range(len(letters)), key=lambda i: response.logprobs[i])
-        return {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs)),
+        return {**ll_choice(letters, response.logprobs),
                 "continuation_tokens": dict(zip(letters, response.continuation_tokens))}
 
     # --- scoring --------------------------------------------------------------------------------
@@ -396,8 +395,10 @@ class CFinBenchTask(Task):
         metrics = summarise(items, headline)
         methods_extra = None
         if multi:
-            methods_extra, method_notes = methods_summary(self.settings.method, records)
+            # agreement needs no gold: it counts every item on which two methods both chose an option
+            agreement, methods_extra, method_notes = summarise_methods(self.settings.method, records)
             metrics.update(self._method_metrics(scored, records, methods_extra["ran"], headline))
+            metrics.update(agreement)
             notes += method_notes
         extra = {
             "headline": f"{headline} extraction, strict scoring: 'strict.score'",
@@ -417,7 +418,7 @@ class CFinBenchTask(Task):
 
     def _method_metrics(self, scored: Sequence[tuple[Sample, ScoredItem]], records: Sequence[SampleRecord],
                         ran: Sequence[str], headline: str) -> dict[str, Metric]:
-        """`METHOD.`-prefixed metrics of every method (when several ran), agreement, κ, letters.no_position."""
+        """`METHOD.`-prefixed metrics of every method (when several ran) and letters.no_position."""
         metrics: dict[str, Metric] = {}
         by_id = {record.id: record for record in records}
         if len(ran) > 1:
@@ -433,7 +434,6 @@ class CFinBenchTask(Task):
         if "letters" in ran:
             missing = [item.values.get("letters.no_position", 0.0) for _, item in scored]
             metrics["letters.no_position"] = Metric.of(mean_ci(missing))
-        metrics.update(agreement_metrics([by_id[s.id] for s, _ in scored]))
         return metrics
 
     def _notes(self, items: Sequence[ScoredItem], types: Sequence[str], failed: int, unscored: int,

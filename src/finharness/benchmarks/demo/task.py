@@ -19,12 +19,12 @@ from ...data.io import iter_jsonl, require_key
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ..mc_methods import (
     METHOD_CHOICES,
-    agreement_metrics,
     ask_letters,
     is_multi,
-    methods_summary,
+    ll_choice,
     score_methods,
     solve_methods,
+    summarise_methods,
 )
 
 DATA = Path(__file__).with_name("demo_exam.jsonl")
@@ -89,9 +89,7 @@ class DemoTask(Task):
             letters = self.letters(sample)
             if method == "letters":
                 return await ask_letters(model, self.messages(sample), params, letters)
-            response = await model.loglikelihood(self.ll_request(sample))
-            best = max(range(len(letters)), key=lambda i: response.logprobs[i])  # first on ties
-            return {"choice": letters[best], "logprobs": dict(zip(letters, response.logprobs))}
+            return ll_choice(letters, (await model.loglikelihood(self.ll_request(sample))).logprobs)
 
         return await solve_methods(self.method, model, solve_one)
 
@@ -117,7 +115,7 @@ class DemoTask(Task):
         extra: dict[str, Any] = {}
         notes: list[str] = []
         if self.method != "gen":
-            metrics.update(agreement_metrics(records))
-            extra["methods"], notes = methods_summary(self.method, records)
+            agreement, extra["methods"], notes = summarise_methods(self.method, records)
+            metrics.update(agreement)
         return Aggregate(metrics=metrics, notes=notes, extra=extra,
                          groups={"lang": grouped((r.metadata.get("lang", "?"), r.score) for r in records)})
