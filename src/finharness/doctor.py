@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -50,7 +49,7 @@ ENGINE_PROBE = textwrap.dedent("""
     try:
         info = backend.engine_info()
         reply = asyncio.run(backend.generate(GenerateRequest(messages(("user", "Say OK.")), GenerateParams(max_tokens=1))))
-        print(json.dumps({"build": engine_build_description(), "tokens": reply.completion_tokens}))
+        print(json.dumps({"build": engine_build_description(info["system_info"]), "tokens": reply.completion_tokens}))
     finally:
         backend.close()
 """)
@@ -76,10 +75,9 @@ def _run_probe(code: str, timeout: float) -> tuple[dict | None, str]:
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:.0f} s"
     if done.returncode != 0:
-        if done.returncode < 0:
-            how = f"killed by {signal.Signals(-done.returncode).name}"
-        else:
-            how = f"exit {done.returncode}"
+        from .backends.llamacpp import describe_exit
+
+        how = describe_exit(done.returncode)
         tail = (done.stderr.strip().splitlines() or [""])[-1][:600]
         return None, f"{how}: {tail}" if tail else how
     try:
@@ -115,9 +113,15 @@ def tile_instructions(library: Path) -> list[str]:
     return sorted(found)
 
 
+def rebuild_command() -> str:
+    from .backends.engine_build import rebuild_command as command  # here, not at import: CLI start-up
+
+    return command()
+
+
 def check_engine_build() -> CheckResult:
     name = "engine build has no AMX code"
-    fix = f"{sys.executable} -m finharness.backends.engine_build --force"
+    fix = rebuild_command()
     folder = engine_library_dir()
     if folder is None:
         return CheckResult(name, False, True, "llama-cpp-python is not installed", fix)
@@ -125,7 +129,10 @@ def check_engine_build() -> CheckResult:
         return CheckResult(name, False, False, "objdump missing: cannot look", "apt-get install binutils")
     found = sorted(folder.glob("libggml-cpu*.so*")) or sorted(folder.glob("libggml*.so*"))
     libraries = list({lib.resolve(): lib for lib in reversed(found)}.values())  # versioned names are copies
-    bad = {lib.name: tile_instructions(lib) for lib in libraries}
+    try:
+        bad = {lib.name: tile_instructions(lib) for lib in libraries}
+    except subprocess.CalledProcessError as err:  # a failing check fails its row, never the doctor
+        return CheckResult(name, False, False, f"objdump failed on the engine library: {err}", "")
     bad = {lib: found for lib, found in bad.items() if found}
     if bad:
         return CheckResult(name, False, True, f"AMX instructions in {bad}", fix)
@@ -137,7 +144,7 @@ def check_engine(timeout: float) -> CheckResult:
     result, error = _run_probe(ENGINE_PROBE, timeout)
     if result is None:
         return CheckResult(name, False, True, error,
-                           f"{sys.executable} -m finharness.backends.engine_build --force, then run the doctor again")
+                           f"{rebuild_command()}, then run the doctor again")
     return CheckResult(name, True, True, f"{result['build']}; decoded {result['tokens']} token")
 
 

@@ -125,6 +125,11 @@ def build_wheel(python: str, *, log=print) -> Path:
     return cached_wheel(key)  # type: ignore[return-value]
 
 
+def rebuild_command(python: str | None = None) -> str:
+    """The command that compiles the engine again and installs it into `python`'s environment."""
+    return f"{python or sys.executable} -m finharness.backends.engine_build --force"
+
+
 def installed_stamp(python: str) -> Path:
     """A file beside the environment's interpreter naming the build key of the engine installed there."""
     return Path(python).absolute().parent.parent / ".finharness-engine-build"  # not resolve(): venv links

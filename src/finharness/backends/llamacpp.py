@@ -37,8 +37,12 @@ from urllib.parse import parse_qsl
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.types import GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, TokenLogprob
 from ..data.io import atomic_write_text
+from .engine_build import installed_stamp, rebuild_command
 from .llamacpp_engine import CRASH_SWITCH, EngineConfig
 from .model_files import cache_dir, file_sha256
+
+MAX_SEQUENCES = 256
+"""llama.cpp's LLAMA_MAX_SEQ: the most sequences one context can hold."""
 
 MAX_ENGINE_STARTS = 3
 """Engine processes one backend starts before it stops restarting a crashing engine."""
@@ -115,21 +119,45 @@ def from_spec(spec: str) -> LlamaCppBackend:
     return LlamaCppBackend(path, spec=spec, options=options)
 
 
-def engine_build_description() -> str:
-    """The installed engine and how it was built: version, llama.cpp's CPU feature line, build key."""
-    import llama_cpp
+def engine_build_description(features: str | None = None) -> str:
+    """The installed engine and how it was built: version, CPU features, build key. `features`: llama.cpp's
+    feature line as the engine process reported it (`engine_info`); default: this process's own."""
+    if features is None:
+        import llama_cpp
 
-    features = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+        features = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
     enabled = " ".join(part.split("=")[0].strip() for part in features.replace("CPU :", "|").split("|")
                        if part.strip().endswith("= 1"))
-    stamp = Path(sys.prefix) / ".finharness-engine-build"
+    stamp = installed_stamp(sys.executable)
     built = (f"finharness build {stamp.read_text(encoding='utf-8').strip()}" if stamp.is_file()
              else "not built by finharness")
     return f"llama-cpp-python {metadata.version('llama_cpp_python')}, CPU features {enabled or features}, {built}"
 
 
-REBUILD_HINT = (f"rebuild it for this CPU without AMX: `{sys.executable} -m finharness.backends.engine_build --force` "
-                "(or `make engine`), then check with `finharness doctor`")
+NATIVE_FAULTS = frozenset({signal.SIGSEGV, signal.SIGILL, signal.SIGBUS})
+"""Signals that point at the engine's machine code (the build), not at Python or the machine's memory."""
+
+
+def describe_exit(code: int) -> str:
+    """A process's return code in words: 'signal SIGSEGV (Segmentation fault)' or 'exit code 1'."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name} ({signal.strsignal(-code)})"
+    except ValueError:  # a signal with no name (real-time signals)
+        return f"signal {-code}"
+
+
+def exit_hint(code: int) -> str:
+    """What to do about an engine that ended with `code`."""
+    if code < 0 and -code in NATIVE_FAULTS:
+        return ("A native crash like this usually means the engine was built with CPU instructions this machine "
+                f"cannot run: rebuild it for this CPU without AMX: `{rebuild_command()}` (or `make engine`), then "
+                "check with `finharness doctor`.")
+    if code == -signal.SIGKILL:
+        return ("SIGKILL is most often the kernel's out-of-memory killer: lower n_ctx or parallel "
+                "(`?n_ctx=...&parallel=...`), or run fewer models at once.")
+    return "The engine's own output below says why."
 
 
 class EngineProcess:
@@ -138,7 +166,9 @@ class EngineProcess:
     def __init__(self, config: EngineConfig, *, label: str, first: bool = True):
         self.config = config
         self.label = label
-        self._lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        """Guards `_pending`, `_ids` and `alive`; never held while sending (the reader needs it to go on)."""
+        self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._closing = False
@@ -161,16 +191,21 @@ class EngineProcess:
         atexit.register(self.close)  # the engine ends with the run, not a moment after it
 
     def submit(self, kind: str, *payload: Any) -> concurrent.futures.Future[Any]:
+        """Send one request; may block while the engine's socket buffer is full, so callers on an event loop
+        run it in a thread (`LlamaCppBackend._engine_call`)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
+        with self._pending_lock:
             if not self.alive:
                 raise self.failure or BackendError(f"{self.label}: the engine process is closed")
             request_id = next(self._ids)
             self._pending[request_id] = future
-            try:
+        try:
+            with self._send_lock:
                 self._conn.send((kind, request_id, *payload))
-            except OSError:
+        except OSError:
+            with self._pending_lock:
                 self._pending.pop(request_id, None)
+            if not future.done():  # the reader may already have failed it with the crash
                 future.set_exception(BackendError(f"{self.label}: the engine process is gone", kind="engine_crash"))
         return future
 
@@ -180,7 +215,7 @@ class EngineProcess:
                 request_id, status, value = self._conn.recv()
             except (EOFError, OSError):
                 break
-            with self._lock:
+            with self._pending_lock:
                 future = self._pending.pop(request_id, None)
             if future is None or future.done():
                 continue
@@ -189,7 +224,7 @@ class EngineProcess:
             else:
                 future.set_exception(BackendError(f"{self.label}: llama.cpp: {value}"))
         code = self.process.wait()
-        with self._lock:
+        with self._pending_lock:
             self.alive = False
             pending, self._pending = self._pending, {}
             if not self._closing:
@@ -199,38 +234,32 @@ class EngineProcess:
                 future.set_exception(self.failure or BackendError(f"{self.label}: the engine process closed"))
 
     def _crash_error(self, code: int, in_flight: int) -> BackendError:
-        if code < 0:
-            try:
-                how = f"signal {signal.Signals(-code).name} ({signal.strsignal(-code)})"
-            except ValueError:
-                how = f"signal {-code}"
-        else:
-            how = f"exit code {code}"
         try:
             build = engine_build_description()
         except Exception as err:  # the description is a courtesy: never hide the crash behind it
             build = f"build unknown ({err})"
         self._stderr.seek(0)
         tail = self._stderr.read()[-600:].decode("utf-8", errors="replace").strip()
-        message = (f"{self.label}: the llama.cpp engine process (pid {self.process.pid}; {build}) died with {how} "
-                   f"with {in_flight} call(s) in flight. Those calls failed; every call already stored is kept "
-                   "and the same command resumes the run. A native crash like this usually means the engine "
-                   f"was built with CPU instructions this machine cannot run: {REBUILD_HINT}.")
+        message = (f"{self.label}: the llama.cpp engine process (pid {self.process.pid}; {build}) died with "
+                   f"{describe_exit(code)} with {in_flight} call(s) in flight. Those calls failed; every call already "
+                   f"stored is kept and the same command resumes the run. {exit_hint(code)}")
         if tail:
             message += f" Engine output: {tail}"
         return BackendError(message, kind="engine_crash")
 
     def close(self, timeout: float = 10.0) -> None:
         atexit.unregister(self.close)
-        with self._lock:
+        with self._pending_lock:
             if self._closing and self._conn.closed:
                 return
             self._closing = True
-            if self.alive:
-                try:
+            alive = self.alive
+        if alive:
+            try:
+                with self._send_lock:
                     self._conn.send(("close",))
-                except OSError:
-                    pass
+            except OSError:
+                pass
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -258,6 +287,7 @@ class LlamaCppBackend(BaseBackend):
         self._engine: EngineProcess | None = None
         self._engine_starts = 0
         self._vocab: Any = None  # llama_cpp.Llama, vocab_only=True (tokens, metadata, chat template)
+        self._formatter: Any = None  # Jinja2ChatFormatter of the GGUF's template
         self.prompt_tokens_evaluated = 0
         """Prompt tokens the engine evaluated for this backend's generations (the rest came from its KV reuse)."""
 
@@ -271,9 +301,13 @@ class LlamaCppBackend(BaseBackend):
                 self.capabilities = replace(self.capabilities, max_concurrency=calls_in_flight)
 
     def engine_config(self) -> EngineConfig:
+        # Each decode step puts one token of every running sequence in one batch of n_batch tokens, and llama.cpp
+        # keeps at most MAX_SEQUENCES sequences: more slots than either would overrun the batch; calls beyond
+        # the slots wait in the engine's queue.
+        slots = min(self._slots, self.options.n_batch, MAX_SEQUENCES)
         return EngineConfig(model_path=str(self.model_path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
                             n_threads=self.options.n_threads, n_gpu_layers=self.options.n_gpu_layers,
-                            slots=self._slots, prompt_cache_mb=self.options.prompt_cache_mb)
+                            slots=slots, prompt_cache_mb=self.options.prompt_cache_mb)
 
     def _running_engine(self) -> EngineProcess:
         with self._lock:
@@ -291,7 +325,9 @@ class LlamaCppBackend(BaseBackend):
             return self._engine
 
     async def _engine_call(self, kind: str, *payload: Any) -> Any:
-        return await asyncio.wrap_future(self._running_engine().submit(kind, *payload))
+        # starting the engine and sending to it can block (a full socket buffer): not on the event loop
+        future = await asyncio.to_thread(lambda: self._running_engine().submit(kind, *payload))
+        return await asyncio.wrap_future(future)
 
     def engine_info(self, timeout: float = 120.0) -> dict[str, Any]:
         """The engine process's pid and llama.cpp's CPU feature line (starts the engine)."""
@@ -353,23 +389,28 @@ class LlamaCppBackend(BaseBackend):
 
     # --- generation --------------------------------------------------------------------------
 
+    def _chat_formatter(self, llm: Any) -> Any:
+        """The GGUF's chat template, compiled once."""
+        if self._formatter is None:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            template = llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise BackendError(
+                    f"{self.spec}: {self.model_path.name} has no chat template in its metadata "
+                    "('tokenizer.chat_template'); use an instruct GGUF or a log-likelihood task")
+
+            def special_text(token_id: int) -> str:
+                return "" if token_id < 0 else llm.detokenize([token_id], special=True).decode("utf-8", "replace")
+
+            self._formatter = Jinja2ChatFormatter(
+                template=template, eos_token=special_text(llm.token_eos()),
+                bos_token=special_text(llm.token_bos()), add_generation_prompt=True)
+        return self._formatter
+
     def _render_chat(self, llm: Any, request: GenerateRequest) -> str:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        template = llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise BackendError(
-                f"{self.spec}: {self.model_path.name} has no chat template in its metadata "
-                "('tokenizer.chat_template'); use an instruct GGUF or a log-likelihood task")
-
-        def special_text(token_id: int) -> str:
-            return "" if token_id < 0 else llm.detokenize([token_id], special=True).decode("utf-8", "replace")
-
-        formatter = Jinja2ChatFormatter(
-            template=template, eos_token=special_text(llm.token_eos()),
-            bos_token=special_text(llm.token_bos()), add_generation_prompt=True)
-        rendered = formatter(messages=[{"role": m.role, "content": m.content} for m in request.messages])
-        return rendered.prompt
+        formatter = self._chat_formatter(llm)
+        return formatter(messages=[{"role": m.role, "content": m.content} for m in request.messages]).prompt
 
     def render_tokens(self, request: GenerateRequest) -> tuple[str, list[int]]:
         """The prompt as the model sees it: text (chat template applied) and token ids."""
@@ -385,7 +426,8 @@ class LlamaCppBackend(BaseBackend):
 
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         params = request.params
-        prompt_text, prompt_tokens = self.render_tokens(request)
+        # rendering and tokenizing are CPU work (and load the vocabulary the first time): off the event loop
+        prompt_text, prompt_tokens = await asyncio.to_thread(self.render_tokens, request)
         if len(prompt_tokens) >= self.options.n_ctx:
             raise BackendError(
                 f"{self.spec}: the prompt has {len(prompt_tokens)} tokens, the context window "
@@ -433,7 +475,8 @@ class LlamaCppBackend(BaseBackend):
         return context_tokens, continuation_tokens
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
-        context_tokens, continuation_tokens = self.encode_request(request.context, request.continuations)
+        context_tokens, continuation_tokens = await asyncio.to_thread(self.encode_request, request.context,
+                                                                      request.continuations)
         n_context = len(context_tokens)
         if any(not tokens for tokens in continuation_tokens):
             empty = [c for c, t in zip(request.continuations, continuation_tokens) if not t]

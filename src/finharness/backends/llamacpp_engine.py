@@ -1,7 +1,7 @@
 """The llama.cpp engine process: what runs native code, apart from the run that asks it.
 
 `LlamaCppBackend` (llamacpp.py) starts this module as a child process (``python -m
-finharness.backends.llamacpp_engine FD``) and talks to it over one socket, a message each way per
+finharness.backends.llamacpp_engine FD CONFIG_JSON``) and talks to it over one socket, a message each way per
 call. A segfault or illegal instruction inside llama.cpp then kills this process only: the backend
 fails the calls that were in flight and the run goes on (or ends ``incomplete``), its committed calls
 kept. Tokenizing and chat rendering stay in the parent (vocabulary only, no kernels run there).
@@ -29,6 +29,7 @@ for its first engine process only, or for every one with ``KIND:N:every``.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import ctypes
 import os
@@ -37,7 +38,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -87,7 +88,12 @@ class _Sequence:
     counts: dict[int, int] = field(default_factory=dict)
     """Generated token -> occurrences (frequency and presence penalties)."""
     logprobs: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
-    text: bytes = b""
+    text: str = ""
+    """The generated text so far, decoded as the bytes complete characters (a split UTF-8 character shows
+    with the token that completes it), so the per-token texts of the logprobs spell the text."""
+    decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="ignore"))
+    stop_checked: int = 0
+    """Characters of `text` already searched for stop strings (each search covers only what is new)."""
     next_token: int | None = None
     """Sampled but not yet in the KV cache."""
     prompt_evaluated: int = 0
@@ -102,7 +108,7 @@ class _Slot:
     running: _Sequence | None = None
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -119,6 +125,8 @@ class _StateCache:
     def __init__(self, capacity_bytes: int):
         self.capacity = capacity_bytes
         self.entries: dict[tuple[int, ...], bytes] = {}
+        self.size = 0
+        """Bytes held by `entries`."""
 
     def swap(self, generator: "Generator", slot: _Slot, prompt: list[int], reuse: int) -> int:
         """Save the slot's state if the prompt abandons part of it; restore a saved state that covers more of
@@ -132,11 +140,12 @@ class _StateCache:
                     buffer = (ctypes.c_uint8 * size)()
                     written = llama_cpp.llama_state_seq_get_data(generator.ctx, buffer, size, slot.seq_id)
                     self.entries[key] = bytes(buffer)[:written]
-                    while sum(len(v) for v in self.entries.values()) > self.capacity:
-                        del self.entries[next(iter(self.entries))]
+                    self.size += written
+                    while self.size > self.capacity:
+                        self.size -= len(self.entries.pop(next(iter(self.entries))))
         best, best_length = None, reuse
         for key in self.entries:
-            length = _common_prefix(list(key), prompt)
+            length = _common_prefix(key, prompt)
             if length > best_length:
                 best, best_length = key, length
         if best is None:
@@ -244,8 +253,7 @@ class Generator:
             sequence = self.queue.popleft()
             # The free slot whose KV already holds the longest part of this prompt; the last prompt
             # token is always evaluated again (its logits start the generation).
-            slot = max(free, key=lambda s: _common_prefix(s.cached, sequence.prompt))
-            reuse = _common_prefix(slot.cached, sequence.prompt)
+            reuse, slot = max(((_common_prefix(s.cached, sequence.prompt), s) for s in free), key=lambda x: x[0])
             if self.states is not None:
                 reuse = self.states.swap(self, slot, sequence.prompt, reuse)
             reuse = min(reuse, len(sequence.prompt) - 1)
@@ -254,6 +262,18 @@ class Generator:
             sequence.pending = sequence.prompt[reuse:]
             sequence.prompt_evaluated = len(sequence.pending)
             slot.running = sequence
+
+    def fail_all(self, message: str) -> list[tuple[int, str]]:
+        """Fail every running and waiting request with `message` and forget what the slots cached (their KV
+        state is unknown after an interrupted step)."""
+        failed = [(sequence.request_id, message) for sequence in self.queue]
+        self.queue.clear()
+        for slot in self.slots:
+            if slot.running is not None:
+                failed.append((slot.running.request_id, message))
+            self.llama_cpp.llama_memory_seq_rm(self.memory, slot.seq_id, 0, -1)
+            slot.cached, slot.running = [], None
+        return failed
 
     def step(self) -> list[tuple[int, dict[str, Any] | str]]:
         """Admit waiting requests, evaluate one prompt chunk, decode the next token of every running
@@ -333,21 +353,22 @@ class Generator:
         sequence = slot.running
         params = sequence.params
         token = self._sample(sequence, logits)
-        if params.get("top_logprobs", 0) > 0:
-            sequence.logprobs.append(self._logprobs(logits, token, params["top_logprobs"]))
         if self.llama_cpp.llama_vocab_is_eog(self.vocab, token):
-            if sequence.logprobs:
-                sequence.logprobs.pop()  # the end-of-generation token is not part of the text
-            return self._result(sequence, "stop")
+            return self._result(sequence, "stop")  # the end-of-generation token is not part of the text
         sequence.generated.append(token)
         sequence.counts[token] = sequence.counts.get(token, 0) + 1
-        sequence.text += self.piece(token)
-        stops = params.get("stop") or ()
+        piece = sequence.decoder.decode(self.piece(token))
+        if params.get("top_logprobs", 0) > 0:
+            sequence.logprobs.append(self._logprobs(logits, token, piece, params["top_logprobs"]))
+        sequence.text += piece
+        stops = [stop for stop in params.get("stop") or () if stop]
         if stops:
-            text = sequence.text.decode("utf-8", errors="ignore")
-            found = [index for index in (text.find(stop) for stop in stops if stop) if index >= 0]
+            # a stop string may start in text already searched: look back by the longest one
+            start = max(0, sequence.stop_checked - max(len(stop) for stop in stops) + 1)
+            found = [index for index in (sequence.text.find(stop, start) for stop in stops) if index >= 0]
+            sequence.stop_checked = len(sequence.text)
             if found:
-                return self._result(sequence, "stop", text=text[:min(found)])
+                return self._result(sequence, "stop", text=sequence.text[:min(found)])
         if len(sequence.generated) >= params["max_tokens"]:
             return self._result(sequence, "length")
         if len(slot.cached) + 1 >= self.config.n_ctx:
@@ -379,18 +400,20 @@ class Generator:
             return int(keep[sequence.rng.choice(len(keep), p=kept)])
         return int(sequence.rng.choice(len(probs), p=probs))
 
-    def _logprobs(self, logits: np.ndarray, token: int, top: int) -> tuple[str, float, list[tuple[str, float]]]:
+    def _logprobs(self, logits: np.ndarray, token: int, text: str,
+                  top: int) -> tuple[str, float, list[tuple[str, float]]]:
+        """(the token's text in the reply, its logprob, the `top` most likely tokens with theirs)."""
         values = logits.astype(np.float64)
         values -= values.max()
         logprobs = values - np.log(np.exp(values).sum())
+        top = min(top, len(logprobs) - 1)
         best = np.argpartition(-logprobs, top)[:top]
         best = best[np.argsort(-logprobs[best], kind="stable")]
-        text = self.piece(token).decode("utf-8", errors="ignore")
         return (text, float(logprobs[token]),
                 [(self.piece(int(t)).decode("utf-8", errors="ignore"), float(logprobs[t])) for t in best])
 
     def _result(self, sequence: _Sequence, finish_reason: str, *, text: str | None = None) -> dict[str, Any]:
-        return {"text": sequence.text.decode("utf-8", errors="ignore") if text is None else text,
+        return {"text": sequence.text if text is None else text,
                 "finish_reason": finish_reason, "prompt_tokens": len(sequence.prompt),
                 "completion_tokens": len(sequence.generated), "prompt_evaluated": sequence.prompt_evaluated,
                 "logprobs": sequence.logprobs if sequence.params.get("top_logprobs", 0) > 0 else None}
@@ -581,7 +604,11 @@ def serve(conn: Connection, config: EngineConfig) -> None:
                 except (ValueError, RuntimeError) as err:
                     conn.send((request_id, "error", str(err)))
             if generator is not None and generator.busy:
-                for request_id, outcome in generator.step():
+                try:
+                    finished = generator.step()
+                except Exception as err:  # a Python error in a step fails its requests, not the engine
+                    finished = generator.fail_all(f"{type(err).__name__}: {err}")
+                for request_id, outcome in finished:
                     if isinstance(outcome, str):
                         conn.send((request_id, "error", outcome))
                     else:

@@ -49,7 +49,8 @@ class BackendError(Exception):
         self.retry_after = retry_after
         self.kind = kind
         """Short class the run record counts by: rate_limit, server_error, client_error, timeout,
-        connection, bad_response, unsupported (None: derived from the status)."""
+        connection, bad_response, unsupported, engine_crash (a local engine process died; None: derived from the
+        status)."""
 
 
 class CallFailed(Exception):
