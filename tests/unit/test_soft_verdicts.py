@@ -14,11 +14,11 @@ from finharness.backends import from_spec
 from finharness.benchmarks.ucfe.judge import Judgment
 from finharness.core.types import GenerateParams, GenerateRequest, TokenLogprob, messages
 from finharness.judges.pairwise import (
-    SOFT_TOP_LOGPROBS,
     parse_verdict,
     soft_outcome_first,
     soft_verdict,
 )
+from finharness.judges.soft import TOP_LOGPROBS as SOFT_TOP_LOGPROBS
 
 
 def _tokens(*parts: tuple[str, dict[str, float]] | str) -> tuple[TokenLogprob, ...]:

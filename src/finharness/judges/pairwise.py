@@ -60,6 +60,8 @@ class Verdict:
     """Every label found, in order (after quoted lines were cut, in robust reading)."""
     quoted_markers_ignored: int = 0
     """Markers cut because they sat in a line copied from a quoted answer."""
+    offset: int | None = None
+    """Character offset in the reply of the counted label (None when no marker counted)."""
 
     @property
     def decided(self) -> bool:
@@ -67,7 +69,8 @@ class Verdict:
 
 
 def _cut_quoted(reply: str, quoted: Sequence[str], marker: re.Pattern[str]) -> tuple[str, int]:
-    """The reply without the marker-bearing lines of the quoted answers, and how many markers went."""
+    """The reply with the marker-bearing lines of the quoted answers blanked out (as many spaces, so offsets into
+    it are offsets into the reply), and how many markers went."""
     lines = {line.strip() for text in quoted for line in text.splitlines()
              if marker.search(line) and re.search(r"\w", marker.sub("", line))}  # not a bare marker line
     ignored = 0
@@ -75,7 +78,7 @@ def _cut_quoted(reply: str, quoted: Sequence[str], marker: re.Pattern[str]) -> t
         count = reply.count(line)
         if count:
             ignored += count * len(marker.findall(line))
-            reply = reply.replace(line, " ")
+            reply = reply.replace(line, " " * len(line))
     return reply, ignored
 
 
@@ -83,12 +86,13 @@ def parse_verdict(reply: str, fmt: VerdictFormat = UCFE_FORMAT, *, quoted: Seque
     """The verdict of one reply: its last marker (after cutting quoted marker lines when `quoted`)."""
     marker = re.compile(fmt.pattern)
     text, ignored = _cut_quoted(reply or "", quoted, marker) if quoted else (reply or "", 0)
-    labels = tuple(marker.findall(text))
-    if not labels:
+    found = list(marker.finditer(text))
+    if not found:
         return Verdict(None, None, "no-marker", (), ignored)
-    label = labels[-1]
+    label = found[-1].group(1)
     outcome = fmt.labels.get(label)
-    return Verdict(outcome, label, "last-marker" if outcome else "unknown-label", labels, ignored)
+    return Verdict(outcome, label, "last-marker" if outcome else "unknown-label",
+                   tuple(m.group(1) for m in found), ignored, found[-1].start(1))
 
 
 def winner_of(outcome: Outcome | None, first: Winner) -> Winner | None:
@@ -200,9 +204,6 @@ class JudgeStats:
 
 # --- soft verdicts (ours) -------------------------------------------------------------------------
 
-SOFT_TOP_LOGPROBS = 10
-"""Alternatives asked for at every generated token when verdicts are read softly (OpenAI allows up to 20)."""
-
 
 @dataclass(frozen=True)
 class SoftVerdict:
@@ -219,23 +220,23 @@ def soft_verdict(reply: str, logprobs: Sequence[Any] | None, verdict: Verdict,
                  fmt: VerdictFormat = UCFE_FORMAT) -> SoftVerdict | None:
     """Read the label distribution where the judge wrote its counted verdict; None when it cannot be read.
 
-    The counted label is located as the last marker with that label in the reply, and read with
-    `soft.label_distribution` (tokens must spell the reply; a label may share its token with the brackets)."""
-    if not verdict.decided or verdict.label is None:
+    The label is read where parse_verdict found the counted marker (`verdict.offset`: a marker copied from a
+    quoted answer is never the one read), with `soft.label_distribution`."""
+    if not verdict.decided or verdict.offset is None:
         return None
-    found = [m for m in re.finditer(fmt.pattern, reply) if m.group(1) == verdict.label]
-    if not found:
-        return None
-    read = label_distribution(reply, logprobs, found[-1].start(1), fmt.labels)
+    read = label_distribution(reply, logprobs, verdict.offset, fmt.labels)
     return None if read is None else SoftVerdict(*read)
+
+
+FIRST_SCORE: Mapping[Outcome, float] = {"first": 1.0, "tie": 0.5, "second": 0.0}
+"""What the dialogue shown first scores for each outcome."""
 
 
 def soft_outcome_first(soft: SoftVerdict, fmt: VerdictFormat = UCFE_FORMAT) -> float:
     """Expected score of the dialogue shown first: P(first better) + ½·P(tie)."""
-    score = {"first": 1.0, "tie": 0.5, "second": 0.0}
-    return sum(p * score[fmt.labels[label]] for label, p in soft.probs.items())
+    return sum(p * FIRST_SCORE[fmt.labels[label]] for label, p in soft.probs.items())
 
 
 def hard_outcome_first(verdict: Verdict) -> float | None:
     """The hard verdict as the first-shown dialogue's score (None: no verdict)."""
-    return None if verdict.outcome is None else {"first": 1.0, "tie": 0.5, "second": 0.0}[verdict.outcome]
+    return None if verdict.outcome is None else FIRST_SCORE[verdict.outcome]

@@ -7,6 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Sequence
 
+TOP_LOGPROBS = 10
+"""Alternatives asked for at every generated token when a label is read softly (soft pairwise verdicts,
+FinTradeBench's expected scores; OpenAI allows up to 20)."""
+
 
 def label_distribution(reply: str, logprobs: Sequence[Any] | None, offset: int,
                        labels: Iterable[str]) -> tuple[dict[str, float], int] | None:

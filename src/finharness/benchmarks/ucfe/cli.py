@@ -18,10 +18,6 @@ ucfe_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="UCFE: judge two runs' dialogues in pairs (then `finharness rate`).")
 
 
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in text).strip("_")[:60] or "run"
-
-
 @ucfe_app.command("judge")
 def judge_command(
     run_a: Path = typer.Argument(..., help="Dialogues of model A (the 'target'): a `finharness run ucfe` "
@@ -53,6 +49,7 @@ def judge_command(
 
     from ...backends import from_spec
     from ...core.backend import SpecError
+    from ...core.pool import run_dir_name
     from ...core.runner import CachedModel, RunCounters
     from ...core.store import RunStore
     from ...data.errors import DataError
@@ -76,14 +73,11 @@ def judge_command(
     names = (name_a or side_a.name, name_b or side_b.name)
     if names[0] == names[1]:
         fail(f"both runs are named {names[0]!r}; tell them apart with --name-a / --name-b")
-    out = out or Path("runs") / f"ucfe-judge__{_slug(names[0])}__{_slug(names[1])}__{mode}" / "matches.jsonl"
+    if out is None:  # each name cut at 60 characters, not run_dir_name's 80: the folders judge runs already have
+        slugs = [run_dir_name(name)[:60] for name in names]
+        out = Path("runs") / f"ucfe-judge__{slugs[0]}__{slugs[1]}__{mode}" / "matches.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     store_path = resolve_store(store, out.parent / "store.sqlite")
-    soft_note = None
-    if verdict == "soft" and not backend.capabilities.next_token_logprobs:
-        # e.g. Anthropic: its API returns no logprobs
-        soft_note = f"{judge} returns no next-token logprobs: judged with hard verdicts"
-        verdict = "hard"
     settings = JudgeSettings(mode=mode, max_tokens=max_tokens, verdict=verdict)
     run_store = RunStore(store_path)
     counters = RunCounters(samples_total=sum(i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues
@@ -102,9 +96,7 @@ def judge_command(
     write_matches(report.matches, out)
     judgments_path = out.with_name(out.stem + ".judgments.jsonl")
     write_jsonl(judgments_path, (j.to_json() for j in report.judgments))
-    result = summary(report, settings, judge=judge, name_a=names[0], name_b=names[1], counters=counters)
-    if soft_note:
-        result["notes"].append(soft_note)
+    result = summary(report, pair_judge.settings, judge=judge, name_a=names[0], name_b=names[1], counters=counters)
     result.update(run_a=str(side_a.path), run_b=str(side_b.path), matches_file=str(out),
                   judgments_file=str(judgments_path),
                   store=str(store_path))

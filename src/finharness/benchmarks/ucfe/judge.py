@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ...core.backend import CallFailed
@@ -29,7 +29,6 @@ from ...core.metrics import Metric
 from ...core.runner import CachedModel, RunCounters
 from ...core.types import GenerateParams, Message
 from ...judges.pairwise import (
-    SOFT_TOP_LOGPROBS,
     UCFE_FORMAT,
     BothOrders,
     JudgeStats,
@@ -42,6 +41,7 @@ from ...judges.pairwise import (
     soft_verdict,
     winner_of,
 )
+from ...judges.soft import TOP_LOGPROBS
 from ...rating.matches import Match
 from ...stats.ci import mean_ci, proportion_ci
 from .data import DialogueSource, StoredDialogue, UCFEItem
@@ -68,7 +68,7 @@ class JudgeSettings:
     @property
     def params(self) -> GenerateParams:
         return GenerateParams(max_tokens=self.max_tokens, temperature=self.temperature,
-                              top_logprobs=SOFT_TOP_LOGPROBS if self.verdict == "soft" else 0)
+                              top_logprobs=TOP_LOGPROBS if self.verdict == "soft" else 0)
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,13 @@ class Judgment:
             return soft_outcome_first(self.soft)
         return None if self.verdict is None else hard_outcome_first(self.verdict)
 
+    @property
+    def a_score(self) -> float | None:
+        """Model A's expected score in this call: the first-shown score when A was shown first, else its
+        complement (None: no verdict)."""
+        first = self.first_score
+        return None if first is None else first if self.order[0] == "a" else 1.0 - first
+
     def to_json(self) -> dict[str, Any]:
         v = self.verdict
         return {"id": self.sample_id, "order": self.order, "failed": self.failed, "reply": self.reply,
@@ -113,8 +120,8 @@ class JudgeReport:
     """Winners per task: {'a': n, 'b': n, 'tie': n, 'undecided': n}."""
     coverage: dict[str, int] = field(default_factory=dict)
     """items, judged, missing_in_a, missing_in_b."""
-    soft_outcomes: list[float] = field(default_factory=list)
-    """Per decided item: model_a's expected score from the soft verdicts (soft mode only)."""
+    notes: list[str] = field(default_factory=list)
+    """What the judging itself has to say (e.g. soft verdicts asked of a judge without logprobs)."""
 
 
 def official_first(item: UCFEItem) -> Winner:
@@ -138,6 +145,11 @@ class PairJudge:
         self.judge = judge
         self.settings = settings
         self.names = {"a": name_a, "b": name_b}
+        self.notes: list[str] = []
+        if settings.verdict == "soft" and not judge.capabilities.next_token_logprobs:
+            # e.g. Anthropic, whose API returns no logprobs: asking would fail every call
+            self.settings = replace(settings, verdict="hard")
+            self.notes.append(f"{judge.spec} returns no next-token logprobs: judged with hard verdicts")
 
     async def _ask(self, sample_id: str, order: str, prompt: str, quoted: Sequence[str]) -> Judgment:
         try:
@@ -169,7 +181,7 @@ class PairJudge:
 
     async def run(self, items: Sequence[UCFEItem], side_a: DialogueSource, side_b: DialogueSource,
                   progress: Callable[[], None] | None = None) -> JudgeReport:
-        report = JudgeReport()
+        report = JudgeReport(notes=list(self.notes))
         present = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
         report.coverage = {"items": len(items), "judged": len(present),
                            "missing_in_a": sum(i.sample_id not in side_a.dialogues for i in items),
@@ -204,11 +216,8 @@ class PairJudge:
         report.stats.add_comparison(winner)
         outcome = None
         if self.settings.verdict == "soft":
-            # model_a's expected score in each call: the first-shown score when a was first, else its complement
-            scores = [j.first_score if j.order[0] == "a" else 1.0 - j.first_score for j in judgments
-                      if j.first_score is not None]
+            scores = [j.a_score for j in judgments if j.a_score is not None]
             outcome = sum(scores) / len(scores)
-            report.soft_outcomes.append(outcome)
         report.matches.append(Match(task=item.task, model_a=self.names["a"], model_b=self.names["b"],
                                     winner=MATCH_WINNER[winner], item_id=str(item.item_id),  # type: ignore[arg-type]
                                     judge=self.judge.spec, order=order, outcome=outcome))
@@ -238,9 +247,10 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
         out["soft_coverage"] = {"soft": read, "hard_fallback": len(decided) - read,
                                 **Metric.of(proportion_ci(read, len(decided))).to_json()}
         # with soft outcomes a mean of 0/1-looking values is still a mean: never read as a proportion
-        out["soft_outcome_a"] = Metric.of(mean_ci(report.soft_outcomes, counts=True)).to_json()
-        out["soft_items_above_half"] = Metric.of(proportion_ci(sum(o > 0.5 for o in report.soft_outcomes),
-                                                               len(report.soft_outcomes))).to_json()
+        outcomes = [m.outcome for m in report.matches if m.outcome is not None]
+        out["soft_outcome_a"] = Metric.of(mean_ci(outcomes, counts=True)).to_json()
+        out["soft_items_above_half"] = Metric.of(proportion_ci(sum(o > 0.5 for o in outcomes),
+                                                               len(outcomes))).to_json()
     labels = Counter(j.verdict.label for j in report.judgments if j.verdict is not None and j.verdict.label)
     out["verdict_labels"] = {f"[[{label}]]": n for label, n in sorted(labels.items())}
     out["notes"] = [
@@ -251,6 +261,7 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
         "both-orders mode (ours): each item judged with either dialogue first; a disagreement is a tie (flip); "
         "an item with no verdict in either order is undecided",
     ]
+    out["notes"] += report.notes
     if len(labels) == 1 and sum(labels.values()) >= UNIFORM_VERDICTS_MIN:
         (label, n), = labels.items()
         out["notes"].append(f"the judge answered [[{label}]] in all {n} replies with a verdict: it does not tell the "
