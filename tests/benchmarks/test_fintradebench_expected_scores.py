@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from finharness.benchmarks.fintradebench.judge import EXPECTED_TOP_LOGPROBS, expected_scores
+from finharness.benchmarks.fintradebench.judge import expected_scores
 from finharness.core.task import Models
 from finharness.core.types import GenerateResponse, TokenLogprob
+from finharness.judges.soft import TOP_LOGPROBS as EXPECTED_TOP_LOGPROBS
 from tests.benchmarks.test_fintradebench_task import FakeHandle, load, verdict
 
 

@@ -41,8 +41,8 @@ class EncodedMatches:
     score_a: np.ndarray
     """What model_a scored per match: 1, ½ or 0, or a soft outcome in [0, 1] (Match.score_a)."""
 
-    hard_score_a: np.ndarray | None = None
-    """1, ½ or 0 per match by the hard verdicts, for the W/T/L counts (None: the same as score_a)."""
+    hard_score_a: np.ndarray
+    """1, ½ or 0 per match by the hard verdicts, for the W/T/L counts."""
 
     @classmethod
     def of(cls, matches: Sequence[Match]) -> "EncodedMatches":
@@ -115,7 +115,7 @@ def resample_indices(n: int, rounds: int, seed: int) -> np.ndarray:
 def build_table(method: str, encoded: EncodedMatches, point: np.ndarray,
                 resampled: np.ndarray | None) -> RatingTable:
     """Tally wins/ties/losses and attach percentile intervals from (rounds, models) resampled ratings."""
-    hard = encoded.score_a if encoded.hard_score_a is None else encoded.hard_score_a
+    hard = encoded.hard_score_a
     wins = np.bincount(encoded.a, hard == 1, len(encoded.models)) + \
         np.bincount(encoded.b, hard == 0, len(encoded.models))
     ties = np.bincount(encoded.a, hard == 0.5, len(encoded.models)) + \

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         """Rate models from pairwise matches (Elo or Bradley–Terry, bootstrap 95% CIs); soft outcomes allowed."""
         from .base import RatingScale
         from .compare import compare_ratings, load_rating_values
-        from .matches import MatchFileError, hard_only, read_matches
+        from .matches import MatchFileError, read_matches
         from .rate import RatingOptions, rate_matches
 
         console = Console()
@@ -101,15 +101,9 @@ def register(app: typer.Typer) -> None:
             fail(str(err))
         if not loaded:
             fail(f"{matches}: no matches in the file")
-        soft = sum(m.outcome is not None for m in loaded)
-        if hard:
-            loaded = hard_only(loaded)
         options = RatingOptions(method=method.value, scale=RatingScale(scale, base, init), k=k,
-                                bootstrap=bootstrap, seed=seed)
+                                bootstrap=bootstrap, seed=seed, hard=hard)
         report = rate_matches(loaded, options, by_task=by is ByChoice.task)
-        if soft and hard:
-            report.notes.append(f"{soft} of {len(loaded)} matches carry a soft outcome; rated by the hard verdicts "
-                                "(--hard)")
         if as_json:
             typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
             return

@@ -8,7 +8,7 @@ from typing import Any, Literal, Sequence
 from .base import RatingScale, RatingTable
 from .bt import BTConfig, bt_table
 from .elo import EloConfig, elo_table
-from .matches import Match, split_by_setting, split_by_task
+from .matches import Match, hard_only, split_by_setting, split_by_task
 
 Method = Literal["elo", "bt"]
 METHODS: tuple[str, ...] = ("elo", "bt")
@@ -36,9 +36,12 @@ class RatingOptions:
     seed: int = 0
     """Seed of the bootstrap; the same seed is used for every table, so tables are reproducible."""
 
+    hard: bool = False
+    """Rate by the hard verdicts, dropping the matches' soft outcomes (``rate --hard``)."""
+
     def to_json(self) -> dict[str, Any]:
-        out = {"scale": self.scale.scale, "base": self.scale.base, "init": self.scale.init,
-               "bootstrap": self.bootstrap, "seed": self.seed}
+        out: dict[str, Any] = {"scale": self.scale.scale, "base": self.scale.base, "init": self.scale.init,
+                               "bootstrap": self.bootstrap, "seed": self.seed, "hard": self.hard}
         out.update({"k": self.k} if self.method == "elo" else {"l2": self.l2})
         return out
 
@@ -85,13 +88,17 @@ def rate_matches(matches: Sequence[Match], options: RatingOptions = RatingOption
                  by_task: bool = False) -> RatingReport:
     if not matches:
         raise ValueError("no matches to rate")
+    soft = sum(m.outcome is not None for m in matches)
+    if options.hard:
+        matches = hard_only(matches)
     overall = rate_table(matches, options)
     notes = []
     if all(m.score_a == 0.5 for m in matches):
         notes.append(f"all {len(matches)} matches are ties: every rating equals the start and the bootstrap "
                      "intervals have zero width, which says the matches rank nothing, not that the ratings are certain")
-    soft = sum(m.outcome is not None for m in matches)
-    if soft:
+    if soft and options.hard:
+        notes.append(f"{soft} of {len(matches)} matches carry a soft outcome; rated by the hard verdicts (--hard)")
+    elif soft:
         notes.append(f"{soft} of {len(matches)} matches carry a soft outcome and are rated by it (Elo S = outcome, "
                      "Bradley–Terry fractional wins); W/T/L count the hard verdicts")
     if not by_task:

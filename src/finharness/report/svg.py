@@ -86,11 +86,14 @@ def clip_text(text: str, max_px: float, size: float = LABEL_SIZE) -> str:
     """`text` cut with an ellipsis so that it fits `max_px` (the full text stays in the <title>)."""
     if text_width(text, size) <= max_px:
         return text
-    out = ""
+    out, used = "", 0.0  # used: the width of `out` in em, summed in text_width's order
+    ellipsis = char_width("…")
     for ch in text:
-        if text_width(out + ch + "…", size) > max_px:
+        advance = char_width(ch)
+        if size * (used + advance + ellipsis) > max_px:
             break
         out += ch
+        used += advance
     return out + "…"
 
 
@@ -204,7 +207,10 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
     label_w = label_column_width([g.label for g in groups])
     value_w = max([text_width(_value_text(b, percent)) for b in bars] + [40.0]) + 5 + LABEL_MARGIN
     plot_w = max(MIN_PLOT_W, width - label_w - value_w)
-    legend_end = label_w + sum(16 + text_width(name) + 18 for name in series) - 18 + LABEL_MARGIN
+    legend_x = [label_w]  # where each legend entry starts; the last item is where one more would start
+    for name in series:
+        legend_x.append(legend_x[-1] + (16 + text_width(name) + 18))
+    legend_end = legend_x[-1] - 18 + LABEL_MARGIN
     width = max(label_w + plot_w + value_w, legend_end if len(series) > 1 else 0.0)
     bar_h, bar_gap, group_gap = 14.0, 3.0, 12.0
     legend_h = 22.0 if len(series) > 1 else 0.0
@@ -218,12 +224,10 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
 
     parts = [_svg_open(width, height, title, desc or title, uid)]
     if len(series) > 1:
-        x = label_w
-        for i, name in enumerate(series):
+        for i, (name, x) in enumerate(zip(series, legend_x)):
             parts.append(Markup('<rect x="{x}" y="4" width="12" height="12" rx="2" fill="{c}"/>'
                                 '<text x="{tx}" y="14.5">{name}</text>').format(
                 x=round(x, 1), c=PALETTE[i % len(PALETTE)], tx=round(x + 16, 1), name=name))
-            x += 16 + text_width(name) + 18
     top = legend_h + axis_h
     bottom = height - 8
     for tick in nice_ticks(*domain):

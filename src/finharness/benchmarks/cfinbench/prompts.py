@@ -5,9 +5,12 @@ restated in the project issue. `{}` in a template is the category's Chinese name
 for each type x shots live in tests/golden/cfinbench_prompts.json.
 
 - 0-shot:  `_p + '{text}\\n答案：'` (full-width colon, no newline after `_p`).
-- 3-shot:  `_p'` (with the few-shot note) `+ '\\n' + EXAMPLES + '\\n{text}\\n答案：'`; each example is
-  `'{text}\\n答案: {Answer}' + '\\n'` (half-width colon and a space), joined with `'\\n'`.
-- log-likelihood (single choice, the official PPL config): `'{_p}\\n{text}\\n答案: {X}'` per option X.
+- 3-shot:  `_p'` (with the few-shot note) `+ '\\n' + EXAMPLES + '\\n{text}\\n答案：'`; EXAMPLES is the
+  examples `'{text}\\n答案: {Answer}'` (half-width colon and a space) joined with `'\\n'`, with one `'\\n'`
+  after the last (as OpenCompass's FixKRetriever joins them).
+- log-likelihood (single choice, the official PPL config): `_p + r'\\n' + '{text}\\n答案: {X}'` per option X:
+  after `_p` a literal backslash and 'n' (two characters; the release's template is a raw f-string), not a
+  newline.
 - `text` is the question followed by each option on its own line (the official loader appends
   `'\\n' + option` for single and multiple choice).
 """

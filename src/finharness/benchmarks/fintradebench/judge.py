@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ...core.types import GenerateParams, Message
-from ...judges.soft import label_distribution
+from ...judges.soft import TOP_LOGPROBS, label_distribution
 
 JUDGE_ATTEMPTS = 3
 """Calls per sample at most: the first and two retries (sample_index 0, 1, 2)."""
@@ -124,14 +124,15 @@ Answer:
 MODE_LABELS: Mapping[str, str] = {"rag": "RAG", "norag": "Non_RAG", "ideal": "Ideal_RAG"}
 """The mode label shown to the judge ('RAG' / 'Non_RAG' as the release's loaders set them)."""
 
-SCORE_FIELDS: tuple[str, ...] = ("correctness", "reasoning", "trading_signals", "fundamentals")
+SCORE_KEYS: Mapping[str, tuple[str, str]] = {
+    "correctness": ("overall_quality", "correctness_score"),
+    "reasoning": ("overall_quality", "reasoning_score"),
+    "trading_signals": ("bias_analysis", "trading_signals_score"),
+    "fundamentals": ("bias_analysis", "fundamental_score"),
+}
+"""Score field -> (section, key): where the judge writes its 1-5 value in the rubric's JSON."""
 
-SCORE_KEYS: Mapping[str, str] = {"correctness": "correctness_score", "reasoning": "reasoning_score",
-                                 "trading_signals": "trading_signals_score", "fundamentals": "fundamental_score"}
-"""Score field -> the key the judge writes its 1-5 value under in the rubric's JSON."""
-
-EXPECTED_TOP_LOGPROBS = 10
-"""Alternatives asked for at every token when expected scores are read (-o judge_scores=expected)."""
+SCORE_FIELDS: tuple[str, ...] = tuple(SCORE_KEYS)
 
 
 def judge_messages(*, question: str, golden: Sequence[str], gold_answer: str, answer: str, model: str, mode: str,
@@ -219,11 +220,11 @@ def parse_verdict(reply: str, prompt: str = "") -> Verdict:
         data = data["evaluations"][0] if data["evaluations"] else {}
     if not isinstance(data, dict):
         return Verdict(False, error="the JSON is not an object")
-    quality = data.get("overall_quality") if isinstance(data.get("overall_quality"), dict) else {}
-    bias = data.get("bias_analysis") if isinstance(data.get("bias_analysis"), dict) else {}
-    indicators = data.get("indicator_analysis") if isinstance(data.get("indicator_analysis"), dict) else {}
-    raw = {"correctness": quality.get("correctness_score"), "reasoning": quality.get("reasoning_score"),
-           "trading_signals": bias.get("trading_signals_score"), "fundamentals": bias.get("fundamental_score")}
+    def section(name: str) -> Mapping[str, Any]:
+        return data[name] if isinstance(data.get(name), dict) else {}
+
+    indicators = section("indicator_analysis")
+    raw = {name: section(part).get(key) for name, (part, key) in SCORE_KEYS.items()}
     scores = {k: s for k, v in raw.items() if (s := _score(v)) is not None}
     missing = [k for k in SCORE_FIELDS if k not in scores]
     found = indicators.get("found_indicators")
@@ -253,7 +254,7 @@ def expected_scores(reply: str, logprobs: Sequence[Any] | None) -> dict[str, flo
     if start == -1 or end <= start or not logprobs:
         return {}
     out: dict[str, float] = {}
-    for name, key in SCORE_KEYS.items():
+    for name, (_, key) in SCORE_KEYS.items():
         found = list(re.finditer(rf'"{key}"\s*:\s*"?([1-5])\b', text[start:end + 1]))
         if not found:
             continue
@@ -308,7 +309,7 @@ async def judge_answer(judge: Any, messages: Sequence[Message], params: Generate
     verdict = Verdict(False, error="not judged")
     prompt = "\n".join(m.content for m in messages)
     if expected:
-        params = replace(params, top_logprobs=EXPECTED_TOP_LOGPROBS)
+        params = replace(params, top_logprobs=TOP_LOGPROBS)
     response = None
     for index in range(attempts):
         response = await judge.chat(messages, params, sample_index=index)
@@ -316,5 +317,5 @@ async def judge_answer(judge: Any, messages: Sequence[Message], params: Generate
         verdict = parse_verdict(response.text, prompt)
         if verdict.parsed:
             break
-    read = expected_scores(response.text, response.logprobs) if expected and response and verdict.parsed else None
-    return Judgment(verdict, len(replies), tuple(replies), {} if expected and read is None else read)
+    read = expected_scores(response.text, response.logprobs) if verdict.parsed else {}
+    return Judgment(verdict, len(replies), tuple(replies), read if expected else None)
