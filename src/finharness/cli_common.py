@@ -3,7 +3,8 @@ store, the progress display.
 
 `finharness.cli` (the entry point) and every command group (data/, markets/, rating/, retrieval/, ui/,
 the benchmarks' cli.py) import these from here; nothing in the package imports `finharness.cli`,
-which imports the groups to register them. Heavy imports (rich, the data registry) happen on use.
+which imports the groups to register them. Heavy imports (rich) happen on use; `resolve_data_dir` (the data
+root: --data-dir, else $FINHARNESS_DATA_DIR, else `<cache>/data`) is data/registry.py's, re-exported.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, overload
 
 import typer
+
+from .data.registry import resolve_data_dir
+
+__all__ = ["LiveProgress", "fail", "parse_options", "resolve_data_dir", "resolve_store"]
 
 
 def fail(message: str) -> NoReturn:
@@ -37,17 +42,15 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def resolve_data_dir(value: Optional[Path]) -> Path:
-    """The data root of a command: its --data-dir when given, else $FINHARNESS_DATA_DIR, else `<cache>/data`
-    (data/registry.py resolve_data_dir)."""
-    from .data.registry import resolve_data_dir as resolve
-
-    return resolve(value)
+@overload
+def resolve_store(value: Optional[Path], default: Path) -> Path: ...
+@overload
+def resolve_store(value: Optional[Path], default: None = None) -> Optional[Path]: ...
 
 
-def resolve_store(value: Optional[Path], default: Path) -> Path:
+def resolve_store(value: Optional[Path], default: Optional[Path] = None) -> Optional[Path]:
     """The run store of a command: its --store when given, else $FINHARNESS_STORE when set, else `default`
-    (the store beside the command's output)."""
+    (the store beside the command's output; None for a command that has none, which then must say so)."""
     if value:
         return value
     env = os.environ.get("FINHARNESS_STORE")
@@ -77,32 +80,38 @@ class LiveProgress:
         """The latest counters of each row's run."""
 
     PHASE_QUIET_S = 2.0
-    """A preparation phase shorter than this leaves no line (in line mode): cached loads stay silent."""
+    """A preparation phase shorter than this leaves no line, on a terminal or not: cached loads stay silent
+    (on a terminal its row may flash by). A failed phase always says so."""
 
     def _on_phase(self, event: str, description: str, seconds: float | None) -> None:
         """Show a long preparation phase (util.phase) while it runs: a row of its own on a terminal, else a
-        line once it has lasted PHASE_QUIET_S and one when it ends."""
+        line once it has lasted PHASE_QUIET_S; then, when it lasted that long, a line saying how long it took
+        (or, whatever its length, that it failed)."""
         import threading
 
-        if self.progress is not None:
-            if event == "start":
-                self._phases[description] = self.progress.add_task(f"  {description}", total=None, stats="")
-            elif description in self._phases:
-                self.progress.remove_task(self._phases.pop(description))
-                self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
-            return
         if event == "start":
-            timer = threading.Timer(self.PHASE_QUIET_S, lambda: self.console.print(f"{description} ...",
-                                                                                   highlight=False))
-            timer.daemon = True
-            self._phases[description] = timer
-            timer.start()
-        else:
-            timer = self._phases.pop(description, None)
-            if timer is not None:
-                timer.cancel()
-            if seconds is not None and seconds >= self.PHASE_QUIET_S:
-                self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
+            if self.progress is not None:
+                self._phases[description] = self.progress.add_task(f"  {description}", total=None, stats="")
+            else:
+                timer = threading.Timer(self.PHASE_QUIET_S, lambda: self.console.print(f"{description} ...",
+                                                                                       highlight=False))
+                timer.daemon = True
+                self._phases[description] = timer
+                timer.start()
+            return
+        shown = self._phases.pop(description, None)
+        if self.progress is not None:
+            if shown is None:
+                return
+            self.progress.remove_task(shown)
+        elif shown is not None:
+            shown.cancel()
+        if seconds is None:
+            return
+        if event == "failed":
+            self.console.print(f"{description}: failed after {seconds:.0f} s", highlight=False)
+        elif seconds >= self.PHASE_QUIET_S:
+            self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
 
     def __enter__(self) -> "LiveProgress":
         from .util import add_phase_listener

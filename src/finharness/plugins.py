@@ -19,10 +19,13 @@ import re
 import sys
 import traceback
 from dataclasses import dataclass
+from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
+
+from .data.registry import sha256_file
 
 TASK_GROUP = "finharness.tasks"
 BACKEND_GROUP = "finharness.backends"
@@ -82,31 +85,41 @@ class Resolved:
 
     plugin: Plugin
     obj: Any
-    fingerprint: Mapping[str, Any] | None = None
-    """None for a built-in (the harness's own source fingerprint covers it); for a file its sha256, for an
-    entry point its distribution, version and the sha256 of the module defining the object."""
+    file_sha256: str | None = None
+    """The sha256 of a file's bytes (hashed as it was loaded); None for a built-in or an entry point."""
+
+    @cached_property
+    def fingerprint(self) -> Mapping[str, Any] | None:
+        """None for a built-in (the harness's own source fingerprint covers it); for a file its sha256, for an
+        entry point its distribution, version and the sha256 of the module defining the object. Computed on
+        first use: only tasks put it in their config, a backend never asks for it."""
+        if self.plugin.source.kind == "file":
+            return {"file_sha256": self.file_sha256, "attr": self.plugin.name}
+        if self.plugin.source == BUILT_IN:
+            return None
+        return entry_point_fingerprint(self.plugin, self.obj)
 
 
 def resolve(spec: str, builtins: Mapping[str, str], group: str, *, base: type | None = None,
-            files: bool = False) -> Resolved | None:
+            files: bool = False, entry_points: Sequence[Plugin] | None = None) -> Resolved | None:
     """The one door: `spec` as a built-in name, an entry-point name of `group`, or (with `files`) a
-    `FILE.py[:ATTR]`; None when no name matches. `base`: the object must be a subclass of it."""
+    `FILE.py[:ATTR]`; None when no name matches. `base`: the object must be a subclass of it.
+    `entry_points`: those of `group` when the caller has already read them (see find)."""
+    sha = None
     if files and is_file_spec(spec):
         path, attr = split_file_spec(spec)
         obj, _, sha = load_file(path, attr, base)
         attr = attr or obj.__name__
         plugin = Plugin(attr, f"{path}:{attr}", Source("file", str(path)))
-        fingerprint: Mapping[str, Any] | None = {"file_sha256": sha, "attr": attr}
     else:
-        found = find(spec, builtins, group)
+        found = find(spec, builtins, group, entry_points)
         if found is None:
             return None
         plugin, obj = found, found.load()
-        fingerprint = None if plugin.source == BUILT_IN else entry_point_fingerprint(plugin, obj)
     if base is not None and not (isinstance(obj, type) and issubclass(obj, base)):
         where = plugin.target if plugin.source.kind == "file" else f"{plugin.target} ({plugin.source})"
         raise PluginError(f"{where} is not a subclass of {base.__module__}.{base.__name__}")
-    return Resolved(plugin, obj, fingerprint)
+    return Resolved(plugin, obj, sha)
 
 
 def entry_point_fingerprint(plugin: Plugin, obj: Any) -> dict[str, Any]:
@@ -115,7 +128,7 @@ def entry_point_fingerprint(plugin: Plugin, obj: Any) -> dict[str, Any]:
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     source = getattr(module, "__file__", None)
     if source and Path(source).is_file():
-        out["module_sha256"] = file_sha256(Path(source))
+        out["module_sha256"] = sha256_file(source)
     return out
 
 
@@ -157,12 +170,16 @@ def catalogue(builtins: Mapping[str, str], group: str) -> list[tuple[Plugin, str
     return sorted(out, key=lambda item: (item[0].source.kind != "built-in", item[0].name))
 
 
-def find(name: str, builtins: Mapping[str, str], group: str) -> Plugin | None:
+def find(name: str, builtins: Mapping[str, str], group: str,
+         entry_points: Sequence[Plugin] | None = None) -> Plugin | None:
     """What `name` resolves to: a built-in (entry points are not even read), else the one entry point of
-    `group` with that name; None when there is none. Two distributions with the name are a PluginError."""
+    `group` with that name (`entry_points`, else read now); None when there is none. Two distributions with
+    the name are a PluginError."""
     if name in builtins:
         return Plugin(name, builtins[name], BUILT_IN)
-    hits = [p for p in entry_point_plugins(group) if p.name == name]
+    if entry_points is None:
+        entry_points = entry_point_plugins(group)
+    hits = [p for p in entry_points if p.name == name]
     if len(hits) > 1:
         raise PluginError(f"{name!r} is given by several installed distributions under entry-point group "
                           f"{group!r}: {', '.join(str(p.source) for p in hits)}; uninstall all but one")
@@ -184,10 +201,6 @@ def split_file_spec(spec: str) -> tuple[Path, str | None]:
     if sep and head.endswith(".py") and attr:
         return Path(head), attr
     return Path(spec), None
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load_file(path: Path, attr: str | None, base: type | None = None) -> tuple[Any, ModuleType, str]:

@@ -78,7 +78,8 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
 # -- long preparation phases --------------------------------------------------------------------------
 
 PhaseListener = Callable[[str, str, "float | None"], None]
-"""Called with ("start", description, None) and ("end", description, seconds)."""
+"""Called with ("start", description, None), then ("end", description, seconds) when the phase succeeded or
+("failed", description, seconds) when it raised."""
 
 _phase_listeners: list[PhaseListener] = []
 _phase_lock = threading.Lock()
@@ -104,8 +105,11 @@ def phase(description: str) -> Iterator[None]:
     for listener in listeners:
         listener("start", description, None)
     started = time.perf_counter()
+    succeeded = False
     try:
         yield
+        succeeded = True
     finally:
+        event = "end" if succeeded else "failed"
         for listener in listeners:
-            listener("end", description, time.perf_counter() - started)
+            listener(event, description, time.perf_counter() - started)

@@ -36,12 +36,13 @@ def available_backends() -> list[tuple[Plugin, str | None]]:
 def from_spec(spec: str) -> Backend:
     """Make a backend from a model spec; an unknown spec is a SpecError that lists the known ones."""
     scheme = scheme_of(spec.strip())
+    installed = [] if scheme in SCHEMES else entry_point_plugins(BACKEND_GROUP)  # read once: resolve, then the error
     try:
-        found = resolve(scheme, SCHEMES, BACKEND_GROUP)
+        found = resolve(scheme, SCHEMES, BACKEND_GROUP, entry_points=installed)
     except PluginError as err:
         raise SpecError(f"model spec {spec!r}: {err}") from err
     if found is None:
-        known = ", ".join(sorted({*SCHEMES, *(p.name for p in entry_point_plugins(BACKEND_GROUP))}))
+        known = ", ".join(sorted({*SCHEMES, *(p.name for p in installed)}))
         raise SpecError(f"unknown model spec {spec!r}: scheme {scheme!r} is not one of {known} "
                         "(e.g. embedded, llamacpp:/path/model.gguf, openai:gpt-4o@http://127.0.0.1:8000/v1; "
                         f"more by entry point, group {BACKEND_GROUP!r})")

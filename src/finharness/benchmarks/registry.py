@@ -87,6 +87,7 @@ def resolve_task(spec: str) -> TaskRef:
 
 
 def task_class(name: str) -> type[Task]:
+    """The class a task spec names (`resolve_task(name).cls`); for tests and bench/pool_bench.py."""
     return resolve_task(name).cls
 
 

@@ -71,7 +71,8 @@ class ShardJob:
     (functions and classes by reference: finharness must be installed on every node)."""
 
     task_factory: Callable[[], Task]
-    """Builds the task, e.g. functools.partial(make_task, task_class(NAME), options)."""
+    """Builds the task: TaskRef.factory(options) of benchmarks/registry.py, a functools.partial of
+    make_task_from_spec(spec, options) that resolves the task spec again on the worker."""
 
     backend_specs: Mapping[str, str]
     """Model spec by role ('model', 'judge', 'user'): each worker builds its own backends from them."""

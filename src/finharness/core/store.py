@@ -164,7 +164,6 @@ class RunStore:
         """Resolved when the loop-iteration commit of the queued rows is done (None: none scheduled)."""
         self._batch_loop: asyncio.AbstractEventLoop | None = None
         try:
-            self._conn.execute("PRAGMA busy_timeout=60000")  # as connect(timeout=): before any statement that locks
             with _opening(self.path):
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")

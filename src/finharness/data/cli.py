@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from ..cli_common import fail, resolve_data_dir
+from ..cli_common import fail
+from .registry import resolve_data_dir
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Benchmark data: official sources, checksums, licences; pull into the data dir.")

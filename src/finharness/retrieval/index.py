@@ -116,24 +116,29 @@ class FilingIndex:
 
     def attach_dense(self, refs_in_order: Sequence[tuple[FilingRef, str]], encoder: Encoder,
                      params: IndexParams, cache_root: Path, progress: bool = False) -> None:
-        """Load (or compute and cache) each filing's child embeddings and stack them in index order."""
+        """Load (or compute and cache) each filing's child embeddings and stack them in index order. Computing
+        any is a phase (util.phase) of its own; when every filing's are in the cache, nothing is announced."""
         by_accession: dict[str, list[str]] = {}
         for position in range(len(self.children)):
             parent = self.parents[self.children[position][0]]
             by_accession.setdefault(parent.meta.accession, []).append(self.child_text(position))
         folder = cache_root / "dense" / _slug(encoder.name)
-        blocks = []
-        for ref, digest in refs_in_order:
-            texts = by_accession.get(ref.accession, [])
-            path = folder / f"{digest}-{_hash(asdict(params.chunking), INDEX_VERSION)[:16]}.npy"
-            vectors = _load_npy(path, len(texts))
-            if vectors is None:
-                if progress:
-                    print(f"dense: embedding {ref.ticker} {ref.form} filed {ref.filed} ({len(texts)} chunks)",
-                          file=sys.stderr)
-                vectors = encoder.encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
-                _save_npy(path, vectors)
-            blocks.append(vectors)
+        chunking = _hash(asdict(params.chunking), INDEX_VERSION)[:16]
+        paths = [folder / f"{digest}-{chunking}.npy" for _, digest in refs_in_order]
+        texts = [by_accession.get(ref.accession, []) for ref, _ in refs_in_order]
+        blocks = [_load_npy(path, len(filing_texts)) for path, filing_texts in zip(paths, texts)]
+        missing = [i for i, vectors in enumerate(blocks) if vectors is None]
+        if missing:
+            tickers = ", ".join(sorted({refs_in_order[i][0].ticker for i in missing}))
+            with phase(f"embedding the filings of {tickers} for dense retrieval (once per filing; cached after)"):
+                for i in missing:
+                    ref = refs_in_order[i][0]
+                    if progress:
+                        print(f"dense: embedding {ref.ticker} {ref.form} filed {ref.filed} ({len(texts[i])} chunks)",
+                              file=sys.stderr)
+                    vectors = encoder.encode(texts[i]) if texts[i] else np.zeros((0, 384), dtype=np.float32)
+                    _save_npy(paths[i], vectors)
+                    blocks[i] = vectors
         self.dense = np.vstack(blocks) if blocks else np.zeros((0, 384), dtype=np.float32)
         self.encoder_name = encoder.name
 
@@ -176,8 +181,7 @@ def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), 
             index = FilingIndex(key, parents, BM25Index.build(texts, params.bm25), from_cache=False)
             _store(folder, index)
     if encoder is not None:
-        with phase(f"embedding the filings of {tickers} for dense retrieval (once per filing; cached after)"):
-            index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
+        index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
     return index
 
 

@@ -15,13 +15,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from ..cli_common import fail
+from ..cli_common import fail, resolve_store
 from ..util import format_number
 
 if TYPE_CHECKING:
@@ -34,8 +33,7 @@ STORE_HELP = "Run store (SQLite) holding raters, work and verdicts (default $FIN
 
 
 def _store_path(ctx: typer.Context, store: Optional[Path]) -> Path:
-    path = store or (ctx.obj or {}).get("store") or (Path(os.environ["FINHARNESS_STORE"])
-                                                     if os.environ.get("FINHARNESS_STORE") else None)
+    path = resolve_store(store or (ctx.obj or {}).get("store"))
     if path is None:
         fail("give --store PATH (the run store, e.g. runs/store.sqlite) or set FINHARNESS_STORE")
     return path
