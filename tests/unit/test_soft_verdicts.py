@@ -140,3 +140,17 @@ def test_an_openai_shaped_server_returning_top_logprobs_gives_a_soft_verdict():
 
 def test_anthropic_cannot_give_soft_verdicts():
     assert not from_spec("anthropic:claude-x@http://127.0.0.1:9/v1").capabilities.next_token_logprobs
+
+
+def test_a_marker_copied_from_a_quoted_answer_is_never_the_one_read():
+    quoted = "The client said: I rate this [[2]] honestly.\nThanks."
+    own = {"2": math.log(0.5), "1": math.log(0.5)}
+    copied = {"2": 0.0}
+    tokens = _tokens("My verdict: [[", ("2", own), "]]\nAs quoted: The client said: I rate this [[",
+                     ("2", copied), "]] honestly.")
+    reply = "".join(t.token for t in tokens)
+    verdict = parse_verdict(reply, quoted=(quoted,))
+    soft = soft_verdict(reply, tokens, verdict)
+    assert verdict.label == "2" and verdict.quoted_markers_ignored == 1
+    assert soft.token_index == 1  # the judge's own marker, not the copy at the end
+    assert soft.probs == pytest.approx({"1": 0.5, "2": 0.5, "3": 0.0})
