@@ -16,6 +16,7 @@ from finharness.benchmarks.fintradebench.construction.calibration import (
     ALL,
     OVERALL,
     RATER_APP_DIMENSIONS,
+    calibrate_both,
     calibrate_build,
     read_human_scores,
 )
@@ -198,3 +199,66 @@ def test_cli_calibrate_writes_calibration_json(build, tmp_path):
     assert table.exit_code == 0 and "Spearman" in table.output and "human scores constant" in table.output
     bad = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(tmp_path / "missing.csv")])
     assert bad.exit_code == 2 and "missing.csv" in bad.output
+
+
+# -- expected scores (ours): the same items compared on Σ s·P(s) beside the written integers ---------------
+
+def with_expected(build: Path, expected: dict[tuple[str, str], dict | None]) -> Path:
+    """Give the judged 'after' rows of `build` expected scores ((question, model) -> scores; missing: null)."""
+    lines = [json.loads(line) for line in (build / "judged.jsonl").read_text().splitlines()]
+    for row in lines:
+        row["expected_scores"] = expected.get((row["question_id"], row["model"]))
+    write_jsonl(build / "judged.jsonl", lines)
+    return build
+
+
+def test_expected_scores_are_compared_where_read_and_the_integers_elsewhere(build):
+    # F1/BIG read on correctness only; T2/BIG not read at all; the small model's rows fully read
+    with_expected(build, {("F1", BIG): {"correctness": 3.4}, ("T2", BIG): None,
+                          ("F1", SMALL): {"correctness": 2.5, "reasoning_depth": 3.0},
+                          ("T2", SMALL): {"correctness": 1.8}, ("FT3", SMALL): {"correctness": 2.0}})
+    official, expected = calibrate_both(build, EXAMPLE)
+    assert official.scoring == "official" and expected.scoring == "expected"
+    # (judge, human) on correctness: F1/BIG 3.4 vs 3, T2/BIG 5 (written) vs 5, FT3/BIG 2 (written) vs 1, ...
+    pairs = [(3.4, 3), (5, 5), (2, 1), (2.5, 2), (1.8, 2), (2.0, 2)]
+    cell = expected.cell(ALL, ALL, "correctness")
+    assert cell.n == 6 and cell.mae.value == pytest.approx(sum(abs(j - h) for j, h in pairs) / 6)
+    assert cell.spearman == pytest.approx(spearmanr(*zip(*pairs)).statistic)
+    # the official comparison is untouched by the expected scores
+    assert official.cell(ALL, ALL, "correctness").mae.value == pytest.approx((1 + 0 + 1 + 1 + 1 + 0) / 6)
+    # coverage: compared (item x dimension) judge scores that were read; F1/BIG reasoning and T2/BIG were not
+    assert (expected.expected_read, expected.expected_of) == (4, 7)
+    assert "3 of 7 judge scores" in expected.coverage_note()
+    assert expected.rubric_example_items == official.rubric_example_items  # counted on the written verdict
+
+
+def test_calibrate_prints_official_and_expected_side_by_side(build, tmp_path):
+    app = typer.Typer()
+    register(app)
+    with_expected(build, {(q, m): {"correctness": 2.5} for q in ("F1", "T2", "FT3") for m in (BIG, SMALL)})
+    result = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(EXAMPLE), "--json"])
+    assert result.exit_code == 0, result.output
+    written = json.loads(result.output)
+    assert written["scoring"] == "official" and written["expected"]["scoring"] == "expected"
+    assert written["expected"]["expected_coverage"] == [6, 7]
+    cell = next(r for r in written["expected"]["table"]
+                if (r["model"], r["category"], r["dimension"]) == (ALL, ALL, "correctness"))
+    assert cell["mae"] == pytest.approx((0.5 + 2.5 + 1.5 + 0.5 + 0.5 + 0.5) / 6)
+    assert cell["spearman_null"] == "judge scores constant (2.5)"
+    table = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(EXAMPLE)], env={"COLUMNS": "300"})
+    assert table.exit_code == 0, table.output
+    assert "MAE (official)" in table.output and "MAE (expected)" in table.output
+    assert "1 of 7 judge scores had no readable digit distribution" in table.output
+
+
+def test_a_build_without_expected_scores_has_no_expected_table(build):
+    official, expected = calibrate_both(build, EXAMPLE)
+    assert expected is None and official.to_json()["expected_coverage"] is None
+    with pytest.raises(DataError, match="carry no expected scores"):
+        calibrate_build(build, EXAMPLE, scoring="expected")
+
+
+def test_a_bad_expected_score_names_the_line(build):
+    with_expected(build, {("T2", BIG): {"correctness": 7.5}})
+    with pytest.raises(DataError, match=r"judged.jsonl:2: expected_scores: correctness=7.5 is not a number 1-5"):
+        calibrate_build(build, EXAMPLE)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import math
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.construction.candidates import (
     DEFAULT_BUILD_LEVELS,
     CandidateAnswer,
@@ -20,15 +24,20 @@ from finharness.benchmarks.fintradebench.construction.candidates import (
 )
 from finharness.benchmarks.fintradebench.construction.pipeline import (
     BuildQuestion,
+    BuildSession,
+    judge_phase,
     read_questions_file,
     select_questions,
 )
+from finharness.benchmarks.fintradebench.ideal import MarketData
 from finharness.benchmarks.fintradebench.prompts import parse_label
 from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
 from finharness.cli import app
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateResponse
 from finharness.data.errors import DataError
+from finharness.judges.soft import TOP_LOGPROBS as EXPECTED_TOP_LOGPROBS
+from tests.benchmarks.test_fintradebench_expected_scores import _spell
 
 VERDICT = {"evaluations": [{"indicator_analysis": {"found_indicators": ["RSI"], "total_golden_indicators": 3,
                                                    "indicators_found_count": 1},
@@ -93,7 +102,7 @@ def build(shared_data, seed_file, tmp_path_factory):
     calls_after_first = RunStore(out / "store.sqlite").count_calls()
     second = CliRunner().invoke(app, command)
     assert second.exit_code == 0, second.output
-    return {"out": out, "specs": specs, "judge": judge, "first": json.loads(first.stdout),
+    return {"out": out, "data": shared_data, "specs": specs, "judge": judge, "first": json.loads(first.stdout),
             "second": json.loads(second.stdout), "calls_after_first": calls_after_first}
 
 
@@ -259,3 +268,56 @@ def test_an_unknown_selection_style_is_refused_before_any_work(tmp_path):
                                       "blind", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "--selection" in result.output and "neutral" in result.output
     assert not (tmp_path / "out").exists()
+
+
+class _LogprobJudge(FakeBackend):
+    """The scripted rubric verdict, its tokens spelled with a 50/50 alternative at the correctness digit."""
+
+    def __init__(self):
+        super().__init__("logprob-judge", name="logprob-judge", reply=json.dumps(VERDICT))
+        self.capabilities = replace(self.capabilities, next_token_logprobs=True)
+        self.requests = []
+
+    async def generate(self, request):
+        self.requests.append(request)
+        response = await super().generate(request)
+        top = {"4": math.log(0.5), "2": math.log(0.5)}  # the written 4 and a 2: expected 3
+        return replace(response, logprobs=_spell(response.text, {"correctness_score": top}))
+
+
+def _judge_again(build, tmp_path, backend, judge_scores):
+    out = tmp_path / "out"
+    shutil.copytree(build["out"], out)
+    session = BuildSession(out=out, store=RunStore(out / "store.sqlite"), market=MarketData(build["data"]))
+    try:
+        summary = asyncio.run(judge_phase(session, {backend.spec: backend}, judge_scores=judge_scores))
+    finally:
+        session.store.close()
+    return summary, rows(out / "judged.jsonl")
+
+
+def test_build_judge_with_expected_scores_asks_for_logprobs_and_writes_them(build, tmp_path):
+    judge = _LogprobJudge()
+    summary, judged = _judge_again(build, tmp_path, judge, "expected")
+    assert judge.requests and all(r.params.top_logprobs == EXPECTED_TOP_LOGPROBS for r in judge.requests)
+    assert judged and all(row["expected_scores"] == {"correctness": pytest.approx(3.0), "reasoning_depth": 5.0,
+                                                     "signal_integration": 4.0, "fundamental_integration": 3.0}
+                          for row in judged)
+    assert all(row["scores"]["correctness"] == 4 for row in judged)  # the written integer stays
+    assert summary["judge_scores"] == "expected" and summary["expected_coverage"] == [4 * len(judged)] * 2
+
+
+def test_build_judge_expected_with_a_judge_without_logprobs_says_so(build, tmp_path):
+    plain = FakeBackend("plain-judge", name="plain-judge", reply=json.dumps(VERDICT))
+    summary, judged = _judge_again(build, tmp_path, plain, "expected")
+    assert all(row["expected_scores"] is None and row["scores"]["correctness"] == 4 for row in judged)
+    assert summary["expected_coverage"] == [0, 4 * len(judged)]
+    assert summary["notes"] == ["plain-judge returns no next-token logprobs: expected scores not read (null)"]
+    official, _ = _judge_again(build, tmp_path / "again", plain, "official")
+    assert "expected_coverage" not in official
+
+
+def test_an_unknown_judge_scoring_is_refused(build, tmp_path):
+    result = CliRunner().invoke(app, ["fintradebench", "build", "judge", "--judge", "fake", "--judge-scores", "mean",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--judge-scores: 'mean' is not one of official, expected" in result.output

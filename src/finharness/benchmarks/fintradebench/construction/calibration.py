@@ -15,6 +15,11 @@ Join: a human item (question_id, model) is matched with the judged row of the an
 self-selected one (`judged.jsonl` rows of stage "after"), optionally of one judge only. Rows whose scores the
 judge left unparseable (`scores` null) are counted, not compared.
 
+Scoring (`scoring`): "official" compares the integers the judge wrote (`scores`); "expected" (ours) compares
+each dimension's expected score Σ s·P(s) (`expected_scores`, written by `build judge --judge-scores expected`),
+the integer where the digit's distribution could not be read; the share read is `expected_coverage`.
+`build calibrate` shows both side by side when the judged rows carry expected scores.
+
 Agreement per cell (`agreement`), as the release's calculate_human_alignment.py computes it:
 - MAE = mean |judge − human| in Likert points (also as % of the 4-point scale: the paper's "MAE < 10%");
 - bias = mean (judge − human): > 0 the judge is more lenient than the humans;
@@ -81,6 +86,9 @@ RATER_APP_DIMENSIONS: Mapping[str, str | None] = {
 SPEARMAN_MIN_ITEMS = 3
 """Fewer items give no Spearman ρ (2 points are always ±1), as in the release's corr_metrics."""
 
+SCORINGS: tuple[str, ...] = ("official", "expected")
+"""What a calibration compares: the judge's written integers, or its expected scores (module docstring)."""
+
 CALIBRATED_STAGE = "after"
 """Humans score the self-selected answer: the judged rows of this stage are the ones compared."""
 
@@ -136,26 +144,37 @@ class JudgedAnswer:
     """Dimension -> 1-5; None when the judge's reply was unparseable."""
     line: int
     """Line in judged.jsonl (named in errors)."""
+    expected: Mapping[str, float] | None = None
+    """Dimension -> expected score 1-5 (`expected_scores`); None when the build did not ask for them."""
+
+
+def _dimension_scores(row: Mapping[str, Any], key: str, path: Path, line: int) -> dict[str, float] | None:
+    """row[key] (a dimension -> 1-5 map, or null) checked; null values dropped."""
+    scores = checked_field(row, key, dict, path, line, nullable=True)
+    if scores is None:
+        return None
+    kept = {}
+    for dim, value in scores.items():
+        if value is None:
+            continue
+        if dim not in JUDGED_DIMENSIONS:
+            raise DataError(f"unknown score {dim!r} in {key}; expected {list(JUDGED_DIMENSIONS)}", path=path,
+                            line=line)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 5:
+            raise DataError(f"{key}: {dim}={value!r} is not a number 1-5", path=path, line=line)
+        kept[dim] = float(value)
+    return kept
 
 
 def read_judged(out: str | Path) -> list[JudgedAnswer]:
     path = Path(out) / "judged.jsonl"
     rows = []
     for line, row in iter_jsonl(path, allow_empty=True):
-        scores = checked_field(row, "scores", dict, path, line, nullable=True)
-        if scores is not None:
-            kept = {}
-            for dim, value in scores.items():
-                if value is None:
-                    continue
-                if dim not in JUDGED_DIMENSIONS:
-                    raise DataError(f"unknown score {dim!r}; expected {list(JUDGED_DIMENSIONS)}", path=path, line=line)
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= 5:
-                    raise DataError(f"score {dim}={value!r} is not a number 1-5", path=path, line=line)
-                kept[dim] = float(value)
-            scores = kept
+        scores = _dimension_scores(row, "scores", path, line)
+        expected = _dimension_scores(row, "expected_scores", path, line) if "expected_scores" in row else None
         text = {key: checked_field(row, key, str, path, line) for key in ("question_id", "model", "judge", "stage")}
-        rows.append(JudgedAnswer(text["question_id"], text["model"], text["judge"], text["stage"], scores, line))
+        rows.append(JudgedAnswer(text["question_id"], text["model"], text["judge"], text["stage"], scores, line,
+                                 expected))
     return rows
 
 
@@ -374,10 +393,24 @@ class Calibration:
     unmapped: Mapping[str, int]
     rubric_example_items: int = 0
     """Compared items whose judge scores are exactly the rubric's example (rubric_example)."""
+    scoring: str = "official"
+    """One of SCORINGS: the judge's written integers, or its expected scores."""
+    expected_read: int = 0
+    """(scoring 'expected') Compared judge scores that are expected scores; the rest are the written integers."""
+    expected_of: int = 0
+    """(scoring 'expected') Compared judge scores in all (item x dimension)."""
+
+    def coverage_note(self) -> str | None:
+        """(scoring 'expected') How many judge scores are the written integer for want of a distribution."""
+        if self.scoring != "expected" or self.expected_read == self.expected_of:
+            return None
+        return (f"expected scores: {self.expected_of - self.expected_read} of {self.expected_of} judge scores had "
+                f"no readable digit distribution and keep the written integer")
 
     def notes(self) -> list[str]:
         """What a reader must know to read the table."""
-        notes = []
+        coverage = self.coverage_note()
+        notes = [coverage] if coverage else []
         if self.human_only:
             notes.append(f"{len(self.human_only)} human items have no judged 'after' row")
         if self.judge_unparseable:
@@ -397,7 +430,10 @@ class Calibration:
         return [c for c in self.cells if (c.model == ALL) + (c.category == ALL) + (c.dimension == OVERALL) >= 2]
 
     def to_json(self) -> dict[str, Any]:
-        return {"human_csv": self.human_csv, "stage": CALIBRATED_STAGE, "judges": list(self.judges),
+        return {"human_csv": self.human_csv, "stage": CALIBRATED_STAGE, "scoring": self.scoring,
+                "expected_coverage": ([self.expected_read, self.expected_of] if self.scoring == "expected"
+                                      else None),
+                "judges": list(self.judges),
                 "items": self.items, "raters": list(self.raters), "human_rows": self.human_rows,
                 "human_only": [list(k) for k in self.human_only], "judge_only": self.judge_only,
                 "judge_unparseable": self.judge_unparseable, "unmapped_rubric_scores": dict(self.unmapped),
@@ -406,7 +442,7 @@ class Calibration:
 
 
 def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mapping[str, str],
-           judged_path: str) -> tuple[list[Pair], dict[str, Any]]:
+           judged_path: str, scoring: str) -> tuple[list[Pair], dict[str, Any]]:
     by_item: dict[ItemKey, JudgedAnswer] = {}
     for row in judged:
         key = (row.question_id, row.model)
@@ -416,7 +452,7 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
                             hint="several judges in one file: pass --judge SPEC")
         by_item[key] = row
     pairs: list[Pair] = []
-    human_only, unparseable, copied = [], 0, 0
+    human_only, unparseable, copied, read, of = [], 0, 0, 0, 0
     example = rubric_example()
     for key in sorted(human.items):
         row = by_item.get(key)
@@ -426,30 +462,41 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
         if row.scores is None:
             unparseable += 1
             continue
-        copied += all(row.scores.get(d) == v for d, v in example.items())
+        copied += all(row.scores.get(d) == v for d, v in example.items())  # of the written verdict
         category = category_for(key[0], categories)
         shared = [d for d in JUDGED_DIMENSIONS if (*key, d) in human.scores and d in row.scores]
+        judge = dict(row.scores)
+        if scoring == "expected":
+            found = {d: v for d, v in (row.expected or {}).items() if d in shared}
+            judge.update(found)
+            read, of = read + len(found), of + len(shared)
         for d in shared:
             h = human.scores[(*key, d)]
-            pairs.append(Pair(*key, category, d, h.mean, row.scores[d], len(h.raters)))
+            pairs.append(Pair(*key, category, d, h.mean, judge[d], len(h.raters)))
         if shared:
             pairs.append(Pair(*key, category, OVERALL, float(np.mean([human.scores[(*key, d)].mean for d in shared])),
-                              float(np.mean([row.scores[d] for d in shared])),
+                              float(np.mean([judge[d] for d in shared])),
                               sum(len(human.scores[(*key, d)].raters) for d in shared)))
     info = {"human_only": tuple(human_only), "judge_unparseable": unparseable, "rubric_example_items": copied,
-            "judge_only": len(set(by_item) - human.items)}
+            "judge_only": len(set(by_item) - human.items), "expected_read": read, "expected_of": of}
     return pairs, info
 
 
 def calibrate(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mapping[str, str] | None = None, *,
-              judge: str | None = None, judged_path: str = "judged.jsonl") -> Calibration:
-    """Join the human scores with the judged 'after' rows (of `judge` when given) and compute every cell."""
+              judge: str | None = None, judged_path: str = "judged.jsonl", scoring: str = "official") -> Calibration:
+    """Join the human scores with the judged 'after' rows (of `judge` when given) and compute every cell, on
+    the written scores or on the expected ones (`scoring`, one of SCORINGS)."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring {scoring!r} is not one of {list(SCORINGS)}")
     rows = [r for r in judged if r.stage == CALIBRATED_STAGE and (judge is None or r.judge == judge)]
     if judge is not None and not rows:
         known = sorted({r.judge for r in judged})
         raise DataError(f"no judged rows of judge {judge!r} at stage {CALIBRATED_STAGE!r}", path=judged_path,
                         hint=f"judges in the file: {known}")
-    pairs, info = _pairs(human, rows, categories or {}, judged_path)
+    if scoring == "expected" and not any(r.expected is not None for r in rows):
+        raise DataError("the judged rows carry no expected scores", path=judged_path,
+                        hint="judge with `fintradebench build judge --judge-scores expected` (a judge with logprobs)")
+    pairs, info = _pairs(human, rows, categories or {}, judged_path, scoring)
     groups: dict[tuple[str, str, str], list[Pair]] = defaultdict(list)
     for p in pairs:
         for model in (ALL, p.model):
@@ -463,22 +510,51 @@ def calibrate(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Ma
     judges = tuple(sorted({r.judge for r in rows if (r.question_id, r.model) in items}))
     return Calibration(human.path, judges, cells, len(items), tuple(human.raters), human.rows,
                        info["human_only"], info["judge_only"], info["judge_unparseable"], human.unmapped,
-                       info["rubric_example_items"])
+                       info["rubric_example_items"], scoring, info["expected_read"], info["expected_of"])
 
 
-def calibrate_build(out: str | Path, human_csv: str | Path, *, judge: str | None = None) -> Calibration:
+def calibrate_build(out: str | Path, human_csv: str | Path, *, judge: str | None = None,
+                    scoring: str = "official") -> Calibration:
     """calibrate() over a build directory's judged.jsonl (and questions.jsonl for the categories)."""
     out = Path(out)
     return calibrate(read_human_scores(human_csv), read_judged(out), read_categories(out), judge=judge,
-                     judged_path=str(out / "judged.jsonl"))
+                     judged_path=str(out / "judged.jsonl"), scoring=scoring)
 
 
-def format_calibration(calibration: Calibration) -> Iterable[tuple[str, ...]]:
-    """Table 11 as text rows (header first), for the CLI's table."""
-    yield ("model", "category", "dimension", "n", "MAE", "MAE 95% CI", "bias", "Spearman ρ")
+def calibrate_both(out: str | Path, human_csv: str | Path, *, judge: str | None = None
+                   ) -> tuple[Calibration, Calibration | None]:
+    """(official, expected) for a build directory; expected is None when no compared row carries expected
+    scores (a build judged without `--judge-scores expected`)."""
+    out = Path(out)
+    human, judged, categories = read_human_scores(human_csv), read_judged(out), read_categories(out)
+    path = str(out / "judged.jsonl")
+    official = calibrate(human, judged, categories, judge=judge, judged_path=path)
+    if not any(r.expected is not None for r in judged if r.stage == CALIBRATED_STAGE
+               and (judge is None or r.judge == judge)):
+        return official, None
+    return official, calibrate(human, judged, categories, judge=judge, judged_path=path, scoring="expected")
 
+
+def _cell_columns(c: Agreement) -> tuple[str, ...]:
+    rho = format_number(c.spearman, 2) if c.spearman is not None else f"{MISSING} ({c.spearman_null})"
+    return (format_number(c.mae.value, 2), f"{format_number(c.mae.ci95[0], 2)} – {format_number(c.mae.ci95[1], 2)}",
+            f"{c.bias.value:+.2f}" if c.n else MISSING, rho)
+
+
+CELL_HEADER: tuple[str, ...] = ("MAE", "MAE 95% CI", "bias", "Spearman ρ")
+
+
+def format_calibration(calibration: Calibration, expected: Calibration | None = None) -> Iterable[tuple[str, ...]]:
+    """Table 11 as text rows (header first), for the CLI's table; with `expected`, its columns follow the
+    official ones on the same rows (the cells are the same: both join the same items)."""
+    header = ("model", "category", "dimension", "n")
+    if expected is None:
+        yield header + CELL_HEADER
+    else:
+        yield header + tuple(f"{h} (official)" for h in CELL_HEADER) + tuple(f"{h} (expected)" for h in CELL_HEADER)
     for c in calibration.table_rows():
-        rho = format_number(c.spearman, 2) if c.spearman is not None else f"{MISSING} ({c.spearman_null})"
-        yield (c.model, c.category, c.dimension, str(c.n), format_number(c.mae.value, 2),
-               f"{format_number(c.mae.ci95[0], 2)} – {format_number(c.mae.ci95[1], 2)}",
-               f"{c.bias.value:+.2f}" if c.n else MISSING, rho)
+        row = (c.model, c.category, c.dimension, str(c.n)) + _cell_columns(c)
+        if expected is not None:
+            other = expected.cell(c.model, c.category, c.dimension)
+            row += _cell_columns(other) if other is not None else (MISSING,) * len(CELL_HEADER)
+        yield row

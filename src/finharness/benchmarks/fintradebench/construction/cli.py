@@ -120,6 +120,18 @@ def _selection(style: str) -> str:
     return style
 
 
+_JUDGE_SCORES_HELP = ("'official' (the integers the judge wrote) or 'expected' (ours: also each score's expected "
+                      "value from the judge's logprobs, for `build calibrate` to compare side by side).")
+
+
+def _scoring(judge_scores: str) -> str:
+    from .pipeline import JUDGE_SCORINGS
+
+    if judge_scores not in JUDGE_SCORINGS:
+        fail(f"--judge-scores: {judge_scores!r} is not one of {', '.join(JUDGE_SCORINGS)}")
+    return judge_scores
+
+
 def _levels(levels: Optional[str]) -> tuple[str, ...]:
     from .candidates import parse_levels
 
@@ -191,6 +203,7 @@ def audit_command(
 def judge_command(
     judge: str = typer.Option(..., help="Model spec of the rubric judge."),
     all_candidates: bool = typer.Option(False, "--all-candidates", help="Judge every candidate too (stage before)."),
+    judge_scores: str = typer.Option("official", "--judge-scores", help=_JUDGE_SCORES_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
     out: Path = typer.Option(DEFAULT_OUT, help=_OUT_HELP),
     store: Optional[Path] = typer.Option(None, help=_STORE_HELP),
@@ -204,7 +217,8 @@ def judge_command(
 
     backends = _backends(_specs(judge, "--judge")[:1])
     session = _session(out, store, data_dir, seed, concurrency, quiet)
-    _report("judge", _run(session, lambda: judge_phase(session, backends, all_candidates)), as_json)
+    _report("judge", _run(session, lambda: judge_phase(session, backends, all_candidates, _scoring(judge_scores))),
+            as_json)
 
 
 def _scale(seeds: list[Any], data_dir: Optional[Path], out: Path, size: int, seed: int, tickers: Optional[str],
@@ -272,6 +286,7 @@ def run_command(
     selection: str = typer.Option("official", help=_SELECTION_HELP),
     auditor: Optional[str] = typer.Option(None, help="Model spec of an LLM auditor for unmapped claims."),
     all_candidates: bool = typer.Option(False, "--all-candidates", help="Judge every candidate too."),
+    judge_scores: str = typer.Option("official", "--judge-scores", help=_JUDGE_SCORES_HELP),
     data_dir: Optional[Path] = typer.Option(None, help=_DATA_DIR_HELP),
     out: Path = typer.Option(DEFAULT_OUT, help=_OUT_HELP),
     store: Optional[Path] = typer.Option(None, help=_STORE_HELP),
@@ -290,7 +305,7 @@ def run_command(
     from .pipeline import audit_phase, build_questions, candidates_phase, judge_phase, update_summary
     from .scale import SCALED_FILE
 
-    chosen_levels, style = _levels(levels), _selection(selection)
+    chosen_levels, style, scoring = _levels(levels), _selection(selection), _scoring(judge_scores)
     specs = _specs(models, "--models")
     seeds = _load_questions(data_dir, question_file, per_category, questions)
     candidate_backends, judge_backends = _backends(specs), _backends(_specs(judge, "--judge")[:1])
@@ -315,7 +330,7 @@ def run_command(
         return {"candidates": await candidates_phase(session, all_questions, candidate_backends, chosen_levels,
                                                      max_tokens, style),
                 "audit": await audit_phase(session, auditor_backends),
-                "judge": await judge_phase(session, judge_backends, all_candidates)}
+                "judge": await judge_phase(session, judge_backends, all_candidates, scoring)}
 
     try:
         summaries = asyncio.run(phases())

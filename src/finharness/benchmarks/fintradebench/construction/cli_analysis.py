@@ -63,20 +63,25 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Phase 2: the judge against human Likert scores (MAE, bias, Spearman; Table 11).
 
-        Writes OUT/calibration.json."""
+        When the build was judged with `--judge-scores expected`, the expected scores are compared too, side by
+        side with the written ones. Writes OUT/calibration.json (the expected comparison under "expected")."""
         from ....data.errors import DataError
-        from .calibration import calibrate_build, format_calibration
+        from .calibration import calibrate_both, format_calibration
 
         try:
-            result = calibrate_build(_build_dir(out), human, judge=judge)
+            result, expected = calibrate_both(_build_dir(out), human, judge=judge)
         except DataError as err:
             fail(str(err))
-        if _write(out / CALIBRATION_FILE, result.to_json(), as_json):
+        data = result.to_json()
+        if expected is not None:
+            data["expected"] = expected.to_json()
+        if _write(out / CALIBRATION_FILE, data, as_json):
             return
-        header, *rows = list(format_calibration(result))
+        header, *rows = list(format_calibration(result, expected))
         _print_table(f"judge vs humans: {result.items} items, {len(result.raters)} raters "
                      f"(judge {', '.join(result.judges) or '—'})", rows, header, left=3)
-        for note in result.notes():
+        coverage = expected.coverage_note() if expected is not None else None
+        for note in result.notes() + ([coverage] if coverage else []):
             typer.echo(f"note: {note}")
         typer.echo(f"wrote {out / CALIBRATION_FILE}")
 

@@ -321,16 +321,27 @@ async def audit_phase(session: BuildSession, auditor: Mapping[str, Backend] | No
 
 # --- judging -----------------------------------------------------------------------------------------------
 
-async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_candidates: bool = False
-                      ) -> dict[str, Any]:
+JUDGE_SCORINGS: tuple[str, ...] = ("official", "expected")
+"""`build judge --judge-scores`: the written integers only, or also each score's expected value (judge.py
+expected_scores; the judge is asked for top logprobs, so its calls are new ones)."""
+
+
+async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_candidates: bool = False,
+                      judge_scores: str = "official") -> dict[str, Any]:
     """judged.jsonl: the rubric judge (judge.py) on every self-selected answer (stage 'after') and, with
-    `all_candidates`, on every candidate (stage 'before'); the judge sees the ideal contexts."""
+    `all_candidates`, on every candidate (stage 'before'); the judge sees the ideal contexts.
+    `judge_scores` 'expected': rows also carry `expected_scores` (null when the judge returns no logprobs)."""
+    if judge_scores not in JUDGE_SCORINGS:
+        raise ValueError(f"judge scores {judge_scores!r}: expected one of {list(JUDGE_SCORINGS)}")
     started = time.perf_counter()
     questions = {q.question_id: q for q in read_questions_file(session.out)}
     selected = read_answers(session.out, SELECTED_FILE, set(questions))
     candidates = read_answers(session.out, CANDIDATES_FILE, set(questions)) if all_candidates else []
     counters = RunCounters()
     spec, handle = next(iter(session.handles(judge, counters, "judge").items()))
+    expected = judge_scores == "expected" and handle.capabilities.next_token_logprobs
+    notes = ([f"{spec} returns no next-token logprobs: expected scores not read (null)"]
+             if judge_scores == "expected" and not expected else [])
     unique = list({answer_key(row): row for row in [*candidates, *selected]}.values())  # each text judged once
 
     async def work(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,13 +350,18 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
         messages = judge_messages(question=question.question, golden=question.golden_indicators,
                                   gold_answer=question.gold_answer, answer=row["text"], model=row["model"],
                                   mode="ideal", trading_context=trading, fundamental_context=fundamental)
-        judgment = await judge_answer(handle, messages)
+        judgment = await judge_answer(handle, messages, expected=expected)
         verdict = judgment.verdict
         scores = ({key: verdict.scores.get(source) for key, source in JUDGE_SCORE_KEYS.items()}
                   if verdict.parsed else None)
-        return {"judge": spec, "scores": scores, "golden_found": verdict.found_count,
-                "total_golden": verdict.total_golden, "found_indicators": list(verdict.found_indicators),
-                "attempts": judgment.attempts, "error": verdict.error}
+        row = {"judge": spec, "scores": scores, "golden_found": verdict.found_count,
+               "total_golden": verdict.total_golden, "found_indicators": list(verdict.found_indicators),
+               "attempts": judgment.attempts, "error": verdict.error}
+        if judge_scores == "expected":  # official builds write what they always wrote
+            read = judgment.expected or {}
+            row["expected_scores"] = ({key: read[source] for key, source in JUDGE_SCORE_KEYS.items()
+                                       if source in read} if expected and scores is not None else None)
+        return row
 
     results, failures = await session.run_units("judge", unique, work, counters)
     verdicts = {answer_key(unique[i]): verdict for i, verdict in results.items()}
@@ -355,8 +371,14 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
             if answer_key(row) in verdicts]
     write_jsonl(session.out / JUDGED_FILE, rows)
     example = rubric_example()
+    extra: dict[str, Any] = {}
+    if judge_scores == "expected":
+        scored = sum(sum(v is not None for v in r["scores"].values()) for r in rows if r["scores"])
+        read = sum(len(r["expected_scores"] or {}) for r in rows)
+        extra = {"expected_coverage": [read, scored], "notes": notes}
     summary = phase_summary(counters, started, failures, judge=spec, judged=len(rows),
                             unparseable=sum(r["scores"] is None for r in rows),
-                            rubric_example_verdicts=sum(r["scores"] == example for r in rows))
+                            rubric_example_verdicts=sum(r["scores"] == example for r in rows),
+                            judge_scores=judge_scores, **extra)
     update_summary(session.out, "judge", summary)
     return summary
