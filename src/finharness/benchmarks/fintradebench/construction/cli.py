@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import typer
 
@@ -112,12 +112,16 @@ _SELECTION_HELP = ("Self-selection prompt: 'official' (the release's: prompt ids
                    "'neutral' (ours: shuffled 'Candidate N' labels, all listed, no example).")
 
 
+def _one_of(option: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        fail(f"{option}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
 def _selection(style: str) -> str:
     from .candidates import SELECTION_STYLES
 
-    if style not in SELECTION_STYLES:
-        fail(f"--selection: {style!r} is not one of {', '.join(SELECTION_STYLES)}")
-    return style
+    return _one_of("--selection", style, SELECTION_STYLES)
 
 
 _JUDGE_SCORES_HELP = ("'official' (the integers the judge wrote) or 'expected' (ours: also each score's expected "
@@ -125,11 +129,9 @@ _JUDGE_SCORES_HELP = ("'official' (the integers the judge wrote) or 'expected' (
 
 
 def _scoring(judge_scores: str) -> str:
-    from .pipeline import JUDGE_SCORINGS
+    from .calibration import SCORINGS
 
-    if judge_scores not in JUDGE_SCORINGS:
-        fail(f"--judge-scores: {judge_scores!r} is not one of {', '.join(JUDGE_SCORINGS)}")
-    return judge_scores
+    return _one_of("--judge-scores", judge_scores, SCORINGS)
 
 
 def _levels(levels: Optional[str]) -> tuple[str, ...]:

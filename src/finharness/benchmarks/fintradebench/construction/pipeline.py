@@ -32,7 +32,7 @@ from ..ideal import MarketData
 from ..judge import judge_answer, judge_messages
 from ..questions import CATEGORIES, GROUPS, Question
 from .audit import AnswerAudit, AuditScope, Knowledge, audit_answer
-from .calibration import JUDGE_SCORE_KEYS, rubric_example
+from .calibration import JUDGE_SCORE_KEYS, SCORINGS, rubric_example
 from .candidates import CandidateAnswer, SelectedAnswer, generate_candidates, self_select
 
 QUESTIONS_FILE, CANDIDATES_FILE, SELECTED_FILE = "questions.jsonl", "candidates.jsonl", "selected.jsonl"
@@ -321,18 +321,14 @@ async def audit_phase(session: BuildSession, auditor: Mapping[str, Backend] | No
 
 # --- judging -----------------------------------------------------------------------------------------------
 
-JUDGE_SCORINGS: tuple[str, ...] = ("official", "expected")
-"""`build judge --judge-scores`: the written integers only, or also each score's expected value (judge.py
-expected_scores; the judge is asked for top logprobs, so its calls are new ones)."""
-
-
 async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_candidates: bool = False,
                       judge_scores: str = "official") -> dict[str, Any]:
     """judged.jsonl: the rubric judge (judge.py) on every self-selected answer (stage 'after') and, with
     `all_candidates`, on every candidate (stage 'before'); the judge sees the ideal contexts.
-    `judge_scores` 'expected': rows also carry `expected_scores` (null when the judge returns no logprobs)."""
-    if judge_scores not in JUDGE_SCORINGS:
-        raise ValueError(f"judge scores {judge_scores!r}: expected one of {list(JUDGE_SCORINGS)}")
+    `judge_scores` (calibration.SCORINGS) 'expected': rows also carry `expected_scores` (judge.py expected_scores;
+    null when the judge returns no logprobs); the judge is then asked for top logprobs, so its calls are new ones."""
+    if judge_scores not in SCORINGS:
+        raise ValueError(f"judge scores {judge_scores!r}: expected one of {list(SCORINGS)}")
     started = time.perf_counter()
     questions = {q.question_id: q for q in read_questions_file(session.out)}
     selected = read_answers(session.out, SELECTED_FILE, set(questions))
