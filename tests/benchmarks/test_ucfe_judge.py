@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,9 +21,10 @@ from finharness.benchmarks.ucfe.prompts import render_labelled, render_official
 from finharness.benchmarks.ucfe.task import UCFETask
 from finharness.core.runner import CachedModel, RunCounters, run_task
 from finharness.core.store import RunStore
-from finharness.core.types import GenerateResponse
+from finharness.core.types import GenerateResponse, TokenLogprob
 from finharness.judges.pairwise import BothOrders, Verdict, parse_verdict
-from finharness.rating.matches import read_matches
+from finharness.judges.soft import TOP_LOGPROBS as SOFT_TOP_LOGPROBS
+from finharness.rating.matches import read_matches, write_matches
 
 LOG = "ucfe/log/20241005_143552_gpt-4o_eng.json"
 TASKS = "Analyst,0_股价预测"
@@ -101,15 +104,16 @@ def items(shared_data):
     return load_items(resolve_bench_file(shared_data), TASKS.split(","))
 
 
-def judge_sides(tmp_path, shared_data, fake_run, items, backend, mode, store_name="judge.sqlite"):
+def judge_sides(tmp_path, shared_data, fake_run, items, backend, mode, store_name="judge.sqlite", verdict="hard"):
     gpt4o, fake = load_dialogues(shared_data / LOG), load_dialogues(fake_run)
     store = RunStore(tmp_path / store_name)
     counters = RunCounters()
     handle = CachedModel(backend, store, counters, role="judge")
-    settings = JudgeSettings(mode=mode)
-    report = asyncio.run(PairJudge(handle, settings, name_a=gpt4o.name, name_b=fake.name).run(items, gpt4o, fake))
+    pair_judge = PairJudge(handle, JudgeSettings(mode=mode, verdict=verdict), name_a=gpt4o.name, name_b=fake.name)
+    report = asyncio.run(pair_judge.run(items, gpt4o, fake))
     store.close()
-    return report, summary(report, settings, judge=backend.spec, name_a=gpt4o.name, name_b=fake.name,
+    # as the CLI does: the judge's own settings (a soft request may have become hard)
+    return report, summary(report, pair_judge.settings, judge=backend.spec, name_a=gpt4o.name, name_b=fake.name,
                            counters=counters), counters
 
 
@@ -285,3 +289,61 @@ def test_cli_rejects_two_runs_with_one_name(tmp_path, shared_data, fake_run):
     result = CliRunner().invoke(cli_app(), ["ucfe", "judge", str(fake_run), str(fake_run), "--judge", "fake",
                                             "--data-dir", str(shared_data), "--out", str(tmp_path / "m.jsonl")])
     assert result.exit_code == 2 and "--name-a / --name-b" in result.output
+
+
+# --- soft verdicts through PairJudge: outcomes, coverage, fallback ------------------------------
+
+class SoftPreferFake(PreferFake):
+    """PreferFake with next-token logprobs: at the label, P(the fake's position) 0.7, the other 0.2, tie 0.1.
+    Its reply for one item (`no_logprobs_for`) comes without logprobs: that call falls back to hard."""
+
+    def __init__(self, no_logprobs_for: str):
+        super().__init__()
+        self.capabilities = replace(self.capabilities, next_token_logprobs=True)
+        self.no_logprobs_for = no_logprobs_for
+        self.top_logprobs: set[int] = set()
+
+    async def generate(self, request):
+        response = await super().generate(request)
+        self.top_logprobs.add(request.params.top_logprobs)
+        if self.no_logprobs_for in request.messages[-1].content:
+            return response
+        label = response.text[-3]
+        other = "2" if label == "1" else "1"
+        top = ((label, math.log(0.7)), (other, math.log(0.2)), ("3", math.log(0.1)))
+        tokens = (TokenLogprob("Verdict: [[", -0.01, (("Verdict: [[", -0.01),)), TokenLogprob(label, top[0][1], top),
+                  TokenLogprob("]]", -0.01, (("]]", -0.01),)))
+        return replace(response, logprobs=tokens)
+
+
+def test_soft_verdicts_give_fractional_outcomes_and_count_the_fallback(tmp_path, shared_data, fake_run, items):
+    gpt4o = load_dialogues(shared_data / LOG)
+    first_user_turn = next(t["content"] for t in gpt4o.dialogues[items[0].sample_id].turns if t["role"] == "user")
+    judge = SoftPreferFake(no_logprobs_for=first_user_turn)
+    report, result, _ = judge_sides(tmp_path, shared_data, fake_run, items, judge, "both-orders", verdict="soft")
+    assert judge.top_logprobs == {SOFT_TOP_LOGPROBS}
+    soft_items = [m for m in report.matches if m.item_id != str(items[0].item_id)]
+    # every soft call: the fake (model_b) scores 0.7 + ½·0.1 = 0.75, so gpt-4o (model_a) 0.25
+    assert all(m.winner == "model_b" and m.outcome == pytest.approx(0.25) for m in soft_items)
+    assert all(m.label_probs == {"ab": pytest.approx({"1": 0.2, "2": 0.7, "3": 0.1}),
+                                 "ba": pytest.approx({"1": 0.7, "2": 0.2, "3": 0.1})} for m in soft_items)
+    # the item whose replies carry no logprobs: both calls fall back to their hard verdicts (a loss for gpt-4o)
+    fallback = next(m for m in report.matches if m.item_id == str(items[0].item_id))
+    assert fallback.outcome == 0.0 and fallback.label_probs is None
+    calls = 2 * len(items)
+    assert result["soft_coverage"]["soft"] == calls - 2 and result["soft_coverage"]["hard_fallback"] == 2
+    assert result["soft_coverage"]["value"] == pytest.approx((calls - 2) / calls)
+    assert result["soft_outcome_a"]["value"] == pytest.approx(0.25 * (len(items) - 1) / len(items))
+    assert result["soft_items_above_half"]["value"] == 0.0
+    written = tmp_path / "m.jsonl"
+    write_matches(report.matches, written)
+    assert read_matches(written) == report.matches  # outcome and label probabilities survive the file
+
+
+def test_soft_verdicts_with_a_judge_without_logprobs_are_judged_hard_and_said(tmp_path, shared_data, fake_run,
+                                                                              items):
+    judge = PreferFake()  # the fake backend returns no next-token logprobs
+    report, result, _ = judge_sides(tmp_path, shared_data, fake_run, items, judge, "both-orders", verdict="soft")
+    assert all(m.outcome is None and m.label_probs is None for m in report.matches)
+    assert "soft_coverage" not in result
+    assert any("returns no next-token logprobs: judged with hard verdicts" in note for note in result["notes"])

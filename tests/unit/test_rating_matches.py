@@ -41,7 +41,8 @@ def test_reads_optional_fields_and_skips_blank_lines(tmp_path):
 
 
 def test_round_trip(tmp_path):
-    matches = [Match("t", "a", "b", "model_b", item_id="3"), Match("0_t", "b", "c", "tie")]
+    matches = [Match("t", "a", "b", "model_b", item_id="3"), Match("0_t", "b", "c", "tie"),
+               Match("t", "a", "c", "tie", outcome=0.4, label_probs={"ab": {"1": 0.3, "2": 0.5, "3": 0.2}})]
     write_matches(matches, tmp_path / "m.jsonl")
     assert read_matches(tmp_path / "m.jsonl") == matches
 
@@ -53,6 +54,8 @@ def test_round_trip(tmp_path):
     ('{"task": "t", "model_a": "x", "model_b": "y", "winner": "A"}', "winner 'A' is not one of"),
     ('{"task": "t", "model_a": "x", "model_b": "x", "winner": "tie"}', "both 'x'"),
     ('{"task": "", "model_a": "x", "model_b": "y", "winner": "tie"}', "'task' must be a non-empty string"),
+    ('{"task": "t", "model_a": "x", "model_b": "y", "winner": "tie", "label_probs": {"ab": 0.5}}',
+     "label_probs must map each order to {label: probability}"),
 ])
 def test_malformed_line_is_reported_with_file_and_line(tmp_path, bad_line, message):
     path = _write(tmp_path, [GOOD, "", bad_line, GOOD])

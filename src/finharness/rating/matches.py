@@ -63,6 +63,9 @@ class Match:
 
     outcome: float | None = None
     """A soft verdict in [0, 1]: `model_a`'s expected score; None for a hard verdict only."""
+    label_probs: Mapping[str, Mapping[str, float]] | None = None
+    """(soft verdicts) Per judging order ('ab': model_a shown first; 'ba'), the judge's renormalised
+    probabilities of its verdict labels; an order read hard is absent. Recorded, not rated."""
 
     @property
     def hard_score_a(self) -> float:
@@ -81,7 +84,7 @@ class Match:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"task": self.task, "model_a": self.model_a, "model_b": self.model_b,
                                "winner": self.winner}
-        for key in ("item_id", "judge", "order", "outcome"):
+        for key in ("item_id", "judge", "order", "outcome", "label_probs"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -117,10 +120,16 @@ def match_from_json(obj: Any, where: str) -> Match:
                                 or not 0.0 <= outcome <= 1.0):
         raise MatchFileError(f"{where}: outcome {outcome!r} must be a number from 0 to 1 "
                              "(model_a's expected score), or left out")
+    probs = obj.get("label_probs")
+    if probs is not None and not (isinstance(probs, Mapping) and all(
+            isinstance(dist, Mapping) and all(isinstance(p, (int, float)) and not isinstance(p, bool)
+                                              for p in dist.values()) for dist in probs.values())):
+        raise MatchFileError(f"{where}: label_probs must map each order to {{label: probability}}, got {probs!r}")
     return Match(task=obj["task"], model_a=obj["model_a"], model_b=obj["model_b"],
                  winner=obj["winner"], item_id=_optional_text(obj.get("item_id")),
                  judge=_optional_text(obj.get("judge")), order=_optional_text(obj.get("order")),
-                 outcome=None if outcome is None else float(outcome))
+                 outcome=None if outcome is None else float(outcome),
+                 label_probs=None if probs is None else {o: dict(d) for o, d in probs.items()})
 
 
 def hard_only(matches: Sequence[Match]) -> list[Match]:

@@ -214,13 +214,14 @@ class PairJudge:
             return
         task_counts[winner] += 1
         report.stats.add_comparison(winner)
-        outcome = None
+        outcome, probs = None, None
         if self.settings.verdict == "soft":
             scores = [j.a_score for j in judgments if j.a_score is not None]
             outcome = sum(scores) / len(scores)
+            probs = {j.order: dict(j.soft.probs) for j in judgments if j.soft is not None} or None
         report.matches.append(Match(task=item.task, model_a=self.names["a"], model_b=self.names["b"],
                                     winner=MATCH_WINNER[winner], item_id=str(item.item_id),  # type: ignore[arg-type]
-                                    judge=self.judge.spec, order=order, outcome=outcome))
+                                    judge=self.judge.spec, order=order, outcome=outcome, label_probs=probs))
 
 
 UNIFORM_VERDICTS_MIN = 10
