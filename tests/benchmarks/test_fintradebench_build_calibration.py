@@ -247,7 +247,7 @@ def test_calibrate_prints_official_and_expected_side_by_side(build, tmp_path):
     assert cell["spearman_null"] == "judge scores constant (2.5)"
     table = CliRunner().invoke(app, ["calibrate", str(build), "--human", str(EXAMPLE)], env={"COLUMNS": "300"})
     assert table.exit_code == 0, table.output
-    assert "MAE (official)" in table.output and "MAE (expected)" in table.output
+    assert "MAE official" in table.output and "MAE expected" in table.output
     assert "1 of 7 judge scores had no readable digit distribution" in table.output
 
 

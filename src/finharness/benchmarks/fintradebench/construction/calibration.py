@@ -535,26 +535,31 @@ def calibrate_both(out: str | Path, human_csv: str | Path, *, judge: str | None 
     return official, calibrate(human, judged, categories, judge=judge, judged_path=path, scoring="expected")
 
 
-def _cell_columns(c: Agreement) -> tuple[str, ...]:
-    rho = format_number(c.spearman, 2) if c.spearman is not None else f"{MISSING} ({c.spearman_null})"
-    return (format_number(c.mae.value, 2), f"{format_number(c.mae.ci95[0], 2)} – {format_number(c.mae.ci95[1], 2)}",
-            f"{c.bias.value:+.2f}" if c.n else MISSING, rho)
-
-
-CELL_HEADER: tuple[str, ...] = ("MAE", "MAE 95% CI", "bias", "Spearman ρ")
+def _rho(c: Agreement, *, reason: bool = True) -> str:
+    if c.spearman is not None:
+        return format_number(c.spearman, 2)
+    return f"{MISSING} ({c.spearman_null})" if reason else MISSING
 
 
 def format_calibration(calibration: Calibration, expected: Calibration | None = None) -> Iterable[tuple[str, ...]]:
-    """Table 11 as text rows (header first), for the CLI's table; with `expected`, its columns follow the
-    official ones on the same rows (the cells are the same: both join the same items)."""
-    header = ("model", "category", "dimension", "n")
+    """Table 11 as text rows (header first), for the CLI's table. With `expected`, each row gives the
+    official and the expected reading side by side (the cells are the same: both join the same items), MAE
+    and its interval in one column, and ρ without the reason it is missing (calibration.json has it)."""
     if expected is None:
-        yield header + CELL_HEADER
-    else:
-        yield header + tuple(f"{h} (official)" for h in CELL_HEADER) + tuple(f"{h} (expected)" for h in CELL_HEADER)
+        yield ("model", "category", "dimension", "n", "MAE", "MAE 95% CI", "bias", "Spearman ρ")
+        for c in calibration.table_rows():
+            yield (c.model, c.category, c.dimension, str(c.n), format_number(c.mae.value, 2),
+                   f"{format_number(c.mae.ci95[0], 2)} – {format_number(c.mae.ci95[1], 2)}",
+                   f"{c.bias.value:+.2f}" if c.n else MISSING, _rho(c))
+        return
+
+    def columns(c: Agreement | None) -> tuple[str, ...]:
+        if c is None or not c.n:
+            return (MISSING,) * 3
+        mae = f"{format_number(c.mae.value, 2)} ({format_number(c.mae.ci95[0], 2)}–{format_number(c.mae.ci95[1], 2)})"
+        return mae, f"{c.bias.value:+.2f}", _rho(c, reason=False)
+
+    yield ("model", "category", "dimension", "n", "MAE official", "bias", "ρ", "MAE expected", "bias", "ρ")
     for c in calibration.table_rows():
-        row = (c.model, c.category, c.dimension, str(c.n)) + _cell_columns(c)
-        if expected is not None:
-            other = expected.cell(c.model, c.category, c.dimension)
-            row += _cell_columns(other) if other is not None else (MISSING,) * len(CELL_HEADER)
-        yield row
+        yield ((c.model, c.category, c.dimension, str(c.n)) + columns(c)
+               + columns(expected.cell(c.model, c.category, c.dimension)))
