@@ -41,7 +41,7 @@ ftb() {
   # same engine build; check selected.jsonl against the ratings before trusting a rerun elsewhere)
   "$FH" fintradebench build candidates --models embedded --per-category 7 --levels L3 --max-tokens 512 \
     --data-dir "$DATA" --out ftb-build --seed 0 -q --json > ftb-candidates.json
-  for judge in embedded:1.5b embedded; do
+  for judge in embedded:1.5b embedded; do  # 1.5B ~20 min, 0.5B ~10 min
     local out="ftb-build-judge-${judge/:/-}"
     mkdir -p "$out"
     cp ftb-build/questions.jsonl ftb-build/candidates.jsonl ftb-build/selected.jsonl "$out/"
