@@ -236,6 +236,17 @@ def _print_pool(pool: Any, model: str) -> None:
         raise typer.Exit(1)
 
 
+def _name_groups(names: list[str], listed: int = 6) -> str:
+    """A few names as they are; more as counts per last dotted part (`.multiple` x24 ...)."""
+    if len(names) <= listed:
+        return ", ".join(names)
+    counts: dict[str, int] = {}
+    for name in names:
+        last = name.rsplit(".", 1)[-1]
+        counts[last] = counts.get(last, 0) + 1
+    return f"{len(names)} metrics, " + ", ".join(f"*.{last} ({n})" for last, n in counts.items())
+
+
 def _print_results(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -243,12 +254,18 @@ def _print_results(results: dict[str, Any]) -> None:
     table = Table(title=f"{results['task']}  {results.get('model', '')}  [{results.get('status', '')}]")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col)
+    empty = []
     for name, m in results["metrics"].items():
+        if m["value"] is None and not m["n"]:  # e.g. CFinBench's multiple-choice scores on a single-choice exam
+            empty.append(name)
+            continue
         value = "—" if m["value"] is None else f"{m['value']:.4f}"
         ci = "—" if not m["ci95"] else f"[{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]"
         table.add_row(name, value, ci, str(m["n"]))
     console = Console()
     console.print(table)
+    if empty:
+        console.print(f"no items (n 0, null in results.json): {_name_groups(empty)}", highlight=False, soft_wrap=True)
     c = results.get("counts", {})
     if c:
         console.print(f"samples {c.get('samples')}  scored {c.get('scored')}  failed {c.get('failed_samples')}  "
