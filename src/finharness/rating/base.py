@@ -84,6 +84,23 @@ class ModelRating:
 
 
 @dataclass(frozen=True)
+class RatingGap:
+    """How far one model is rated above the next one down, with the gap's own bootstrap interval (two
+    overlapping rating intervals do not say whether the gap could be zero: the ratings move together)."""
+
+    higher: str
+    lower: str
+    gap: float
+    """higher's rating − lower's (point estimates; ≥ 0)."""
+    ci95: tuple[float, float] | None
+    """2.5th and 97.5th percentiles of the gap over the same bootstrap rounds (None: bootstrap off)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"higher": self.higher, "lower": self.lower, "gap": finite_or_none(self.gap),
+                "ci95": [finite_or_none(v) for v in self.ci95] if self.ci95 else None}
+
+
+@dataclass(frozen=True)
 class RatingTable:
     """Ratings of every model that played in one set of matches."""
 
@@ -99,11 +116,15 @@ class RatingTable:
     bootstrap_rounds: int = 0
     """Resamples behind the intervals (0: no intervals)."""
 
+    gaps: tuple[RatingGap, ...] = ()
+    """Each model against the next one down the table, in table order."""
+
     def values(self) -> dict[str, float]:
         return {name: r.rating for name, r in self.ratings.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"ratings": {name: r.to_json() for name, r in self.ratings.items()},
+                "gaps": [g.to_json() for g in self.gaps],
                 "n_matches": self.n_matches, "bootstrap_rounds": self.bootstrap_rounds}
 
 
@@ -124,8 +145,16 @@ def build_table(method: str, encoded: EncodedMatches, point: np.ndarray,
         np.bincount(encoded.b, minlength=len(encoded.models))
     bounds = np.percentile(resampled, [2.5, 97.5], axis=0) if resampled is not None else None
     rows = {}
-    for i in sorted(range(len(encoded.models)), key=lambda i: -point[i]):
+    order = sorted(range(len(encoded.models)), key=lambda i: -point[i])
+    for i in order:
         ci = (float(bounds[0, i]), float(bounds[1, i])) if bounds is not None else None
         rows[encoded.models[i]] = ModelRating(float(point[i]), ci, int(wins[i]), int(ties[i]),
                                               int(played[i] - wins[i] - ties[i]))
-    return RatingTable(method, rows, encoded.n, 0 if resampled is None else len(resampled))
+    gaps = []
+    for i, j in zip(order, order[1:]):
+        ci = None
+        if resampled is not None:
+            low, high = np.percentile(resampled[:, i] - resampled[:, j], [2.5, 97.5])
+            ci = (float(low), float(high))
+        gaps.append(RatingGap(encoded.models[i], encoded.models[j], float(point[i] - point[j]), ci))
+    return RatingTable(method, rows, encoded.n, 0 if resampled is None else len(resampled), tuple(gaps))

@@ -36,6 +36,9 @@ def _print_table(console: Console, title: str, table: "RatingTable") -> None:
         ci = f"{format_number(r.ci95[0], 1)} – {format_number(r.ci95[1], 1)}" if r.ci95 else "—"
         out.add_row(name, format_number(r.rating, 1), ci, str(r.wins), str(r.ties), str(r.losses))
     console.print(out)
+    for gap in table.gaps:
+        ci = f" [{format_number(gap.ci95[0], 1)}, {format_number(gap.ci95[1], 1)}]" if gap.ci95 else ""
+        console.print(f"{gap.higher} − {gap.lower}: {format_number(gap.gap, 1)}{ci}", highlight=False)
 
 
 def _print_agreement(console: Console, agreement: "RatingAgreement", a: Path, b: Path) -> None:
