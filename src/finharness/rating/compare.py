@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..util import finite_or_none
 
@@ -68,6 +67,8 @@ def _correlation(test, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 
 def compare_ratings(a: Mapping[str, float], b: Mapping[str, float]) -> RatingAgreement:
+    from scipy import stats  # here: cohen_kappa's users (the multiple-choice tasks) never load scipy.stats
+
     shared = tuple(sorted(set(a) & set(b)))
     x = np.array([a[m] for m in shared], dtype=float)
     y = np.array([b[m] for m in shared], dtype=float)
