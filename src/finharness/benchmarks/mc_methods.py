@@ -148,6 +148,12 @@ def methods_to_run(method: str, capabilities: Any) -> tuple[str, ...]:
     raise ValueError(f"method {method!r}; choose from {list(METHOD_CHOICES)}")
 
 
+def is_multi_method(method: str) -> bool:
+    """Whether `method` predicts the multi-method shape: letters, auto and all do; plain ll and gen keep each
+    task's own prediction (and requests, and aggregate) exactly."""
+    return method not in ("ll", "gen")
+
+
 def is_multi(prediction: Any) -> bool:
     """A prediction made by `solve_methods` for a method other than plain ll / gen."""
     return isinstance(prediction, Mapping) and isinstance(prediction.get("methods"), Mapping)
@@ -155,7 +161,7 @@ def is_multi(prediction: Any) -> bool:
 
 async def solve_methods(method: str, model: Any, solve_one: Callable[[str], Awaitable[Any]]) -> Any:
     """Run the requested method(s); plain 'll' / 'gen' return the task's own prediction unchanged."""
-    if method in ("ll", "gen"):
+    if not is_multi_method(method):
         return await solve_one(method)
     methods = methods_to_run(method, model.capabilities)
     if method in ("auto", "all"):
@@ -195,16 +201,16 @@ def score_methods(prediction: Mapping[str, Any], score_one: Callable[[str, Any],
     return replace(main, values=values, extracted=extracted)
 
 
+def _scores(records: Sequence[Any]) -> list[Score]:
+    """The scores of the records that were scored (failed samples and unscored ones left out)."""
+    return [record.score for record in records
+            if not getattr(record, "failed", None) and getattr(record, "score", None) is not None]
+
+
 def _records_choices(records: Sequence[Any]) -> list[Mapping[str, Any]]:
-    out = []
-    for record in records:
-        score = getattr(record, "score", None)
-        if getattr(record, "failed", None) or score is None or not isinstance(score.extracted, Mapping):
-            continue
-        choices = score.extracted.get("choices")
-        if isinstance(choices, Mapping):
-            out.append(choices)
-    return out
+    """Per scored item, the option each method chose (score_methods' `extracted['choices']`)."""
+    return [score.extracted["choices"] for score in _scores(records)
+            if isinstance(score.extracted, Mapping) and isinstance(score.extracted.get("choices"), Mapping)]
 
 
 def pair_name(a: str, b: str) -> str:
@@ -225,14 +231,8 @@ def agreement_metrics(rows: Sequence[Mapping[str, Any]], ran: Sequence[str]) -> 
 
 def no_position_count(records: Sequence[Any]) -> tuple[int, int]:
     """(items whose `letters` reply had no answer position, items `letters` ran on)."""
-    missing = total = 0
-    for record in records:
-        score = getattr(record, "score", None)
-        if getattr(record, "failed", None) or score is None or "letters.no_position" not in score.values:
-            continue
-        total += 1
-        missing += score.values["letters.no_position"] == 1.0
-    return missing, total
+    flags = [score.values["letters.no_position"] for score in _scores(records) if "letters.no_position" in score.values]
+    return sum(flag == 1.0 for flag in flags), len(flags)
 
 
 def summarise_methods(requested: str, records: Sequence[Any]) -> tuple[dict[str, Metric], dict[str, Any], list[str]]:

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from markupsafe import Markup
 
+from ..benchmarks.mc_methods import METHODS
 from ..stats import paired_test
 from ..util import natural_key
 from .markup import (
@@ -319,14 +320,13 @@ def fintradebench_section(runs: Sequence[RunData]) -> Markup:
 
 # --- multiple-choice methods (any task run with --method all) -------------------------------------
 
-MC_METHODS: tuple[str, ...] = ("ll", "letters", "gen")
 _PAIR = re.compile(r"^agreement\.([a-z]+)~([a-z]+)$")
 
 
 def mc_methods_of(run: RunData) -> list[str]:
     """The methods compared in a run (from its `agreement.M1~M2` metrics), in headline order."""
     found = {m for name in run.metrics for match in [_PAIR.match(name)] if match for m in match.groups()}
-    return [m for m in MC_METHODS if m in found]
+    return [m for m in METHODS if m in found]
 
 
 def _pair_metric(run: RunData, kind: str, a: str, b: str) -> Mapping[str, Any] | None:
@@ -368,8 +368,8 @@ def method_agreement(runs: Sequence[RunData]) -> Markup:
         parts.append(table(["pair", "agreement", "Cohen's κ"], pair_rows, numeric_from=1,
                            caption=f"{names[r.path]}: agreement and κ per pair of methods"))
         base = next((headline[len(m) + 1:] for m in methods if headline.startswith(m + ".")), headline)
-        score_rows.append([names[r.path], base, *[value_cell(r.metric(f"{m}.{base}")) for m in MC_METHODS]])
-    parts.append(table(["run", "metric", *MC_METHODS], score_rows, numeric_from=2,
+        score_rows.append([names[r.path], base, *[value_cell(r.metric(f"{m}.{base}")) for m in METHODS]])
+    parts.append(table(["run", "metric", *METHODS], score_rows, numeric_from=2,
                        caption="Per-method scores (— : the method did not run)"))
     anchor = "mc-methods-" + re.sub(r"[^A-Za-z0-9_-]+", "-", compared[0].task)
     return subsection("Methods compared (ll / letters / gen)", *parts, anchor=anchor)

@@ -49,6 +49,7 @@ from ..mc_methods import (
     NO_POSITION,
     ask_letters,
     is_multi,
+    is_multi_method,
     ll_choice,
     score_methods,
     solve_methods,
@@ -322,7 +323,7 @@ class FinKnowTask(Task):
         extra = {"options": asdict(self.settings), "rules": rules, "gold_conflicts": self.gold_conflicts,
                  "unparseable": {m: counts.get(UNPARSEABLE, 0) for m, counts in rules.items()}}
         metrics = mean_metrics([r.score for r in scored])
-        if self.settings.method not in ("ll", "gen"):
+        if is_multi_method(self.settings.method):
             agreement, extra["methods"], method_notes = summarise_methods(self.settings.method, scored)
             metrics.update(agreement)
             notes += method_notes

@@ -52,6 +52,7 @@ from ..mc_methods import (
     METHOD_CHOICES,
     ask_letters,
     is_multi,
+    is_multi_method,
     ll_choice,
     score_methods,
     solve_methods,
@@ -378,7 +379,7 @@ class CFinBenchTask(Task):
             scored.append((sample, ScoredItem(sample.input["type"], sample.input["category"], record.score.values,
                                               {mode: bool(extracted.get(mode)) for mode in EXTRACTION_MODES})))
         items = [item for _, item in scored]
-        multi = self.settings.method not in ("gen", "ll")
+        multi = is_multi_method(self.settings.method)
 
         groupings = {"category": lambda s: s.input["category"], "type": lambda s: s.input["type"],
                      "group": lambda s: s.metadata["group"]}

@@ -21,6 +21,7 @@ from ..mc_methods import (
     METHOD_CHOICES,
     ask_letters,
     is_multi,
+    is_multi_method,
     ll_choice,
     score_methods,
     solve_methods,
@@ -114,7 +115,7 @@ class DemoTask(Task):
         metrics = mean_metrics(scores)
         extra: dict[str, Any] = {}
         notes: list[str] = []
-        if self.method != "gen":
+        if is_multi_method(self.method):
             agreement, extra["methods"], notes = summarise_methods(self.method, records)
             metrics.update(agreement)
         return Aggregate(metrics=metrics, notes=notes, extra=extra,
