@@ -301,13 +301,21 @@ class Judgment:
         return out
 
 
+def reads_expected(judge: Any) -> bool:
+    """Whether expected scores can be read from `judge`: its backend returns next-token logprobs (Anthropic's
+    does not; asking it would fail every call)."""
+    return bool(getattr(getattr(judge, "capabilities", None), "next_token_logprobs", False))
+
+
 async def judge_answer(judge: Any, messages: Sequence[Message], params: GenerateParams = JUDGE_PARAMS,
                        attempts: int = JUDGE_ATTEMPTS, *, expected: bool = False) -> Judgment:
     """Ask the judge; an unparseable reply is retried as a new cached call (sample_index 1, 2, ...).
-    `expected`: also ask for top logprobs and read the expected scores of the counted reply."""
+    `expected`: also ask for top logprobs and read the expected scores of the counted reply -- when the judge
+    gives next-token logprobs (`reads_expected`); otherwise the judgment's `expected` stays None."""
     replies: list[str] = []
     verdict = Verdict(False, error="not judged")
     prompt = "\n".join(m.content for m in messages)
+    expected = expected and reads_expected(judge)
     if expected:
         params = replace(params, top_logprobs=TOP_LOGPROBS)
     response = None

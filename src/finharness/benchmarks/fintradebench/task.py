@@ -324,9 +324,7 @@ class FinTradeBenchTask(Task):
                                   gold_answer=sample.input["gold_answer"], answer=chosen.response,
                                   model=model.spec, mode=mode, trading_context=judge_trading,
                                   fundamental_context=judge_fundamental)
-        expected = (self.settings.judge_scores == "expected"
-                    and getattr(models["judge"].capabilities, "next_token_logprobs", False))
-        judgment = await judge_answer(models["judge"], messages, expected=expected)
+        judgment = await judge_answer(models["judge"], messages, expected=self.settings.judge_scores == "expected")
         return {"answer": chosen.response, "level": chosen.level, "prompt_id": chosen.prompt_id,
                 "selection": selection,
                 "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response}

@@ -482,13 +482,18 @@ def _pairs(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mappi
     return pairs, info
 
 
+def _compared_rows(judged: Sequence[JudgedAnswer], judge: str | None) -> list[JudgedAnswer]:
+    """The judged rows a calibration compares: stage 'after', of `judge` when given."""
+    return [r for r in judged if r.stage == CALIBRATED_STAGE and (judge is None or r.judge == judge)]
+
+
 def calibrate(human: HumanScores, judged: Sequence[JudgedAnswer], categories: Mapping[str, str] | None = None, *,
               judge: str | None = None, judged_path: str = "judged.jsonl", scoring: str = "official") -> Calibration:
     """Join the human scores with the judged 'after' rows (of `judge` when given) and compute every cell, on
     the written scores or on the expected ones (`scoring`, one of SCORINGS)."""
     if scoring not in SCORINGS:
         raise ValueError(f"scoring {scoring!r} is not one of {list(SCORINGS)}")
-    rows = [r for r in judged if r.stage == CALIBRATED_STAGE and (judge is None or r.judge == judge)]
+    rows = _compared_rows(judged, judge)
     if judge is not None and not rows:
         known = sorted({r.judge for r in judged})
         raise DataError(f"no judged rows of judge {judge!r} at stage {CALIBRATED_STAGE!r}", path=judged_path,
@@ -529,8 +534,7 @@ def calibrate_both(out: str | Path, human_csv: str | Path, *, judge: str | None 
     human, judged, categories = read_human_scores(human_csv), read_judged(out), read_categories(out)
     path = str(out / "judged.jsonl")
     official = calibrate(human, judged, categories, judge=judge, judged_path=path)
-    if not any(r.expected is not None for r in judged if r.stage == CALIBRATED_STAGE
-               and (judge is None or r.judge == judge)):
+    if not any(r.expected is not None for r in _compared_rows(judged, judge)):
         return official, None
     return official, calibrate(human, judged, categories, judge=judge, judged_path=path, scoring="expected")
 

@@ -29,7 +29,7 @@ from ....data.errors import DataError
 from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key, write_jsonl
 from ....util import natural_key
 from ..ideal import MarketData
-from ..judge import judge_answer, judge_messages
+from ..judge import judge_answer, judge_messages, reads_expected
 from ..questions import CATEGORIES, GROUPS, Question
 from .audit import AnswerAudit, AuditScope, Knowledge, audit_answer
 from .calibration import JUDGE_SCORE_KEYS, SCORINGS, rubric_example
@@ -335,9 +335,9 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
     candidates = read_answers(session.out, CANDIDATES_FILE, set(questions)) if all_candidates else []
     counters = RunCounters()
     spec, handle = next(iter(session.handles(judge, counters, "judge").items()))
-    expected = judge_scores == "expected" and handle.capabilities.next_token_logprobs
+    expected = judge_scores == "expected"
     notes = ([f"{spec} returns no next-token logprobs: expected scores not read (null)"]
-             if judge_scores == "expected" and not expected else [])
+             if expected and not reads_expected(handle) else [])
     unique = list({answer_key(row): row for row in [*candidates, *selected]}.values())  # each text judged once
 
     async def work(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,14 +350,15 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
         verdict = judgment.verdict
         scores = ({key: verdict.scores.get(source) for key, source in JUDGE_SCORE_KEYS.items()}
                   if verdict.parsed else None)
-        row = {"judge": spec, "scores": scores, "golden_found": verdict.found_count,
-               "total_golden": verdict.total_golden, "found_indicators": list(verdict.found_indicators),
-               "attempts": judgment.attempts, "error": verdict.error}
-        if judge_scores == "expected":  # official builds write what they always wrote
-            read = judgment.expected or {}
-            row["expected_scores"] = ({key: read[source] for key, source in JUDGE_SCORE_KEYS.items()
-                                       if source in read} if expected and scores is not None else None)
-        return row
+        judged = {"judge": spec, "scores": scores, "golden_found": verdict.found_count,
+                  "total_golden": verdict.total_golden, "found_indicators": list(verdict.found_indicators),
+                  "attempts": judgment.attempts, "error": verdict.error}
+        if expected:  # official builds write what they always wrote
+            read = judgment.expected
+            judged["expected_scores"] = (None if read is None or scores is None else
+                                         {key: read[source] for key, source in JUDGE_SCORE_KEYS.items()
+                                          if source in read})
+        return judged
 
     results, failures = await session.run_units("judge", unique, work, counters)
     verdicts = {answer_key(unique[i]): verdict for i, verdict in results.items()}
@@ -368,7 +369,7 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
     write_jsonl(session.out / JUDGED_FILE, rows)
     example = rubric_example()
     extra: dict[str, Any] = {}
-    if judge_scores == "expected":
+    if expected:
         scored = sum(sum(v is not None for v in r["scores"].values()) for r in rows if r["scores"])
         read = sum(len(r["expected_scores"] or {}) for r in rows)
         extra = {"expected_coverage": [read, scored], "notes": notes}
