@@ -98,6 +98,16 @@ def _optional_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # JSON true is no probability
+
+
+def _is_label_probs(value: Any) -> bool:
+    """{order: {label: number}}."""
+    return isinstance(value, Mapping) and all(
+        isinstance(dist, Mapping) and all(_is_number(p) for p in dist.values()) for dist in value.values())
+
+
 def match_from_json(obj: Any, where: str) -> Match:
     """Validate one decoded line; `where` (``file:line``) goes into every error."""
     if not isinstance(obj, Mapping):
@@ -116,14 +126,11 @@ def match_from_json(obj: Any, where: str) -> Match:
         raise MatchFileError(f"{where}: model_a and model_b are both {obj['model_a']!r}; "
                              "a match needs two different models (drop self-comparisons)")
     outcome = obj.get("outcome")
-    if outcome is not None and (isinstance(outcome, bool) or not isinstance(outcome, (int, float))
-                                or not 0.0 <= outcome <= 1.0):
+    if outcome is not None and not (_is_number(outcome) and 0.0 <= outcome <= 1.0):
         raise MatchFileError(f"{where}: outcome {outcome!r} must be a number from 0 to 1 "
                              "(model_a's expected score), or left out")
     probs = obj.get("label_probs")
-    if probs is not None and not (isinstance(probs, Mapping) and all(
-            isinstance(dist, Mapping) and all(isinstance(p, (int, float)) and not isinstance(p, bool)
-                                              for p in dist.values()) for dist in probs.values())):
+    if probs is not None and not _is_label_probs(probs):
         raise MatchFileError(f"{where}: label_probs must map each order to {{label: probability}}, got {probs!r}")
     return Match(task=obj["task"], model_a=obj["model_a"], model_b=obj["model_b"],
                  winner=obj["winner"], item_id=_optional_text(obj.get("item_id")),

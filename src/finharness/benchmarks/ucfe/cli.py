@@ -56,12 +56,12 @@ def judge_command(
     from ...data.io import write_jsonl
     from ...rating.matches import write_matches
     from .data import load_dialogues, load_items, resolve_bench_file
-    from .judge import JUDGE_MODES, JudgeSettings, PairJudge, summary
+    from .judge import JUDGE_MODES, VERDICTS, JudgeSettings, PairJudge, summary
 
     if mode not in JUDGE_MODES:
         fail(f"--mode must be one of {', '.join(JUDGE_MODES)}")
-    if verdict not in ("hard", "soft"):
-        fail("--verdict must be hard or soft")
+    if verdict not in VERDICTS:
+        fail(f"--verdict must be one of {', '.join(VERDICTS)}")
     try:
         side_a, side_b = load_dialogues(run_a), load_dialogues(run_b)
         wanted = [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None

@@ -48,6 +48,8 @@ from .data import DialogueSource, StoredDialogue, UCFEItem
 from .prompts import judge_prompt, render_labelled, render_official
 
 JUDGE_MODES: tuple[str, ...] = ("both-orders", "official")
+VERDICTS: tuple[str, ...] = ("hard", "soft")
+"""How a verdict is read: the label written (official), or the judge's label probabilities (ours)."""
 MATCH_WINNER: Mapping[str, str] = {"a": "model_a", "b": "model_b", "tie": "tie"}
 
 
@@ -140,6 +142,8 @@ class PairJudge:
     def __init__(self, judge: CachedModel, settings: JudgeSettings, *, name_a: str, name_b: str):
         if settings.mode not in JUDGE_MODES:
             raise ValueError(f"judge mode {settings.mode!r} is not one of {list(JUDGE_MODES)}")
+        if settings.verdict not in VERDICTS:
+            raise ValueError(f"verdict {settings.verdict!r} is not one of {list(VERDICTS)}")
         if name_a == name_b:
             raise ValueError(f"both runs are named {name_a!r}; give them distinct names (--name-a / --name-b)")
         self.judge = judge
