@@ -195,7 +195,7 @@ def p2(items: int = 10, continuation: str = "letter", threads: int | None = None
 async def evaluated_vs_minimum(model: Path, items: int, continuation: str, threads: int) -> dict[str, Any]:
     """Run FinKnow through run_task on the llamacpp backend; count evaluated and minimum tokens."""
     from finharness.backends.llamacpp import from_spec
-    from finharness.core.runner import run_task
+    from finharness.core.runner import RunOptions, run_task
     from finharness.core.store import RunStore
 
     task, samples = finknow_items(items, continuation)
@@ -215,7 +215,7 @@ async def evaluated_vs_minimum(model: Path, items: int, continuation: str, threa
         store = RunStore(Path(tmp) / "store.sqlite")
         try:
             started = time.perf_counter()
-            result = await run_task(task, {"model": backend}, store, data_dir=DATA_DIR, out_dir=None, limit=items)
+            result = await run_task(task, {"model": backend}, store, RunOptions(data_dir=DATA_DIR, limit=items), out_dir=None)
             wall = time.perf_counter() - started
         finally:
             store.close()

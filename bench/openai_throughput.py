@@ -35,7 +35,7 @@ import httpx
 from benchlib import Goal, Row, free_port, gemma_path, start_llama_cpp_server, stop, wait_until_up
 
 from finharness.backends.openai_compat import from_spec
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.task import Task
 from finharness.core.types import GenerateParams, GenerateRequest, Message, Sample, Score, messages
@@ -119,8 +119,7 @@ async def through_finharness(base_url: str, concurrency: int, prompts: list[str]
         store = RunStore(Path(tmp) / "store.sqlite")  # fresh: every request goes to the server
         try:
             started = time.perf_counter()
-            result = await run_task(PromptsTask(tuple(prompts), max_tokens), {"model": backend}, store,
-                                    data_dir=None, out_dir=None, concurrency=concurrency)
+            result = await run_task(PromptsTask(tuple(prompts), max_tokens), {"model": backend}, store, RunOptions(concurrency=concurrency), out_dir=None)
             wall = time.perf_counter() - started
         finally:
             store.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from benchlib import REPO, Goal, Row
 
 from finharness.backends.fake import FakeBackend
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.task import Task
 from finharness.core.types import GenerateParams, Message, Sample, Score
@@ -53,8 +53,7 @@ P1_GOAL = Goal(">=", 5000, "req/s")
 
 def measure(n: int, store: RunStore, out: Path) -> dict:
     cpu0, t0 = time.process_time(), time.perf_counter()
-    result = asyncio.run(run_task(SyntheticTask(n), {"model": FakeBackend()}, store, data_dir=None, out_dir=out,
-                                  concurrency=64))
+    result = asyncio.run(run_task(SyntheticTask(n), {"model": FakeBackend()}, store, RunOptions(concurrency=64), out_dir=out))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     c = result.results["counts"]
     return {"n": n, "wall_s": round(wall, 3), "requests_per_s": round(n / wall, 1),

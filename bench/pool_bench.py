@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from finharness.backends import from_spec
-from finharness.benchmarks.registry import task_class
-from finharness.core.runner import PooledTask, make_task, run_task, run_tasks
+from finharness.benchmarks.registry import make_task, task_class
+from finharness.core.runner import PooledTask, RunOptions, run_task, run_tasks
 from finharness.core.store import RunStore
 
 SPEC, CONCURRENCY = "fake?latency=0.05", 4
@@ -35,11 +35,9 @@ def in_process(data: Path, limit: int, pooled: bool) -> float:
     tasks = [make_task(task_class(name), {}) for name in TASKS]
     started = time.perf_counter()
     if pooled:
-        results = asyncio.run(run_tasks([PooledTask(t, {"model": backend}, root / str(i)) for i, t in enumerate(tasks)],
-                                        store, data_dir=data, limit=limit, concurrency=CONCURRENCY))
+        results = asyncio.run(run_tasks([PooledTask(t, {"model": backend}, root / str(i)) for i, t in enumerate(tasks)], store, RunOptions(data_dir=data, limit=limit, concurrency=CONCURRENCY)))
     else:
-        results = [asyncio.run(run_task(t, {"model": backend}, store, data_dir=data, out_dir=root / str(i),
-                                        limit=limit, concurrency=CONCURRENCY)) for i, t in enumerate(tasks)]
+        results = [asyncio.run(run_task(t, {"model": backend}, store, RunOptions(data_dir=data, limit=limit, concurrency=CONCURRENCY), out_dir=root / str(i))) for i, t in enumerate(tasks)]
     wall = time.perf_counter() - started
     store.close()
     assert all(r.results["status"] == "complete" for r in results)

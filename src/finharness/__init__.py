@@ -1,12 +1,13 @@
 """finharness: an open harness that measures how well language models do real financial work.
 
-Public API: the core types and the runner; backends are resolved from model specs.
+Public API: `open_model(spec, store, role=...)`, the model handle every task, judge and script uses;
+the core types and the runner live in `finharness.core`; backends are resolved from model specs.
 """
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "open_model"]
 
 
-def __getattr__(name: str) -> str:
+def __getattr__(name: str):
     # resolved on first use: importlib.metadata costs ~60 ms of start-up that most commands never need
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
@@ -15,4 +16,8 @@ def __getattr__(name: str) -> str:
             return version("finharness")
         except PackageNotFoundError:  # running from a source tree without installation
             return "0.0.0+unknown"
+    if name == "open_model":  # the public model handle (backends/__init__.py), imported on first use
+        from .backends import open_model
+
+        return open_model
     raise AttributeError(f"module 'finharness' has no attribute {name!r}")

@@ -124,8 +124,9 @@ def run(
 
     from .backends import from_spec
     from .core.backend import SpecError
+    from .core.model import TRUNCATION_POLICIES, PromptBudget
     from .core.pool import INPUT_ERRORS, backends_by_role, run_dir_name, run_pool, write_manifest
-    from .core.runner import TRUNCATION_POLICIES, PromptBudget, run_task
+    from .core.runner import RunOptions, run_task
     from .core.store import RunStore
 
     if truncate not in TRUNCATION_POLICIES:
@@ -161,12 +162,12 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()
-    run_options = {"data_dir": resolved_data_dir, "limit": limit, "subset": subset, "concurrency": concurrency,
-                   "seed": seed, "budget": PromptBudget(max_prompt_tokens, truncate)}
+    run_options = RunOptions(data_dir=resolved_data_dir, limit=limit, subset=subset, concurrency=concurrency,
+                             seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions)
     if len(tasks) > 1:
         with LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
-            pool = run_pool(tasks, task_objs, backends, out=out, store_path=store_path, run_options=run_options,
-                            run_versions=run_versions, started=started,
+            pool = run_pool(tasks, task_objs, backends, out=out, store_path=store_path, options=run_options,
+                            started=started,
                             progress_for=lambda name: live.row(f"{name} on {model}"))
         _print_pool(pool, model)
         return
@@ -176,13 +177,13 @@ def run(
         from .core.ray_executor import RayExecutor, ShardJob, ray_session
 
         job = ShardJob(task_factory=refs[0].factory(task_opts), backend_specs=specs,
-                       backend_factory=from_spec, run_options=run_options)
+                       backend_factory=from_spec, options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     run_store = RunStore(store_path)
     try:
         with cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
-            result = asyncio.run(run_task(task_obj, backends, run_store, out_dir=out, progress=progress,
-                                          versions=run_versions, executor=sample_executor, **run_options))
+            result = asyncio.run(run_task(task_obj, backends, run_store, run_options, out_dir=out, progress=progress,
+                                          executor=sample_executor))
     except INPUT_ERRORS as err:
         fail(str(err))
     finally:
@@ -294,8 +295,10 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the results JSON."),
 ) -> None:
     """Score predictions produced elsewhere, with the task's own extraction and scoring."""
-    from .core.runner import RunConfig, RunCounters, build_results, check_unique_ids, score_records, write_run
-    from .core.store import content_key
+    from .core.hashing import content_key
+    from .core.model import RunCounters
+    from .core.results import RunConfig, build_results, score_run, write_run
+    from .core.runner import check_unique_ids
     from .data.errors import DataError
     from .data.io import iter_jsonl
 
@@ -320,8 +323,7 @@ def score(
     except DataError as err:
         fail(str(err))
     try:
-        records = score_records(task_obj, samples, raw)
-        agg = task_obj.aggregate(samples, [r for r in records if r.score is not None])
+        records, agg = score_run(task_obj, samples, raw)
     finally:
         task_obj.close()
     config = RunConfig(task=task, task_config=dict(task_obj.config()), models={"model": {"predictions": str(predictions)}})

@@ -319,14 +319,13 @@ def test_every_gold_answer_through_the_same_path(shared_data, cls, split, tmp_pa
 def test_engine_run_with_the_fake_backend_writes_failure_classes(codetatqa_items, shared_data, tmp_path):
     """The whole path: runner -> solve (official prompt) -> sandbox -> score -> results.json."""
     from finharness.backends.fake import FakeBackend
-    from finharness.core.runner import run_task
+    from finharness.core.runner import RunOptions, run_task
     from finharness.core.store import RunStore
 
     task = numeric.CodeTatqaTask(items=str(codetatqa_items), pool_size=1)
     store = RunStore(tmp_path / "store.sqlite")
     try:
-        result = asyncio.run(run_task(task, {"model": FakeBackend(reply="```python\n1/0\n```")}, store,
-                                      data_dir=shared_data, out_dir=tmp_path / "run", limit=3))
+        result = asyncio.run(run_task(task, {"model": FakeBackend(reply="```python\n1/0\n```")}, store, RunOptions(data_dir=shared_data, limit=3), out_dir=tmp_path / "run"))
     finally:
         store.close()
         task.close()

@@ -290,15 +290,14 @@ def test_scale_writes_answerable_variants_and_the_task_reads_them(shared_data, t
 
 def test_engine_run_writes_the_report_metric_names(shared_data, tmp_path):
     from finharness.backends.fake import FakeBackend
-    from finharness.core.runner import run_task
+    from finharness.core.runner import RunOptions, run_task
     from finharness.core.store import RunStore
 
     task = FinTradeBenchTask(mode="norag", per_category=2, judge_context="none")
     judge = FakeBackend("fake?name=judge", reply=verdict(3), name="judge")
     model = FakeBackend("fake", script=[{"match": "Prompt ID only", "reply": "L3_Step_By_Step"},
                                         {"match": "", "reply": ANSWER}])
-    result = asyncio.run(run_task(task, {"model": model, "judge": judge}, RunStore(tmp_path / "store.sqlite"),
-                                  data_dir=shared_data, out_dir=tmp_path / "run"))
+    result = asyncio.run(run_task(task, {"model": model, "judge": judge}, RunStore(tmp_path / "store.sqlite"), RunOptions(data_dir=shared_data), out_dir=tmp_path / "run"))
     metrics = result.results["metrics"]
     assert result.results["headline"] == "accuracy" and metrics["accuracy"]["value"] == pytest.approx(0.6)
     for name in ("accuracy.F", "accuracy.T", "accuracy.FT", "f1.official", "f1.proper"):

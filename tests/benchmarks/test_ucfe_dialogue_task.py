@@ -13,7 +13,7 @@ from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.ucfe.prompts import FOLLOW_UP_CONTINUE, FOLLOW_UP_END, OPENING_CUE
 from finharness.benchmarks.ucfe.task import UCFETask
 from finharness.core.backend import BackendError
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateResponse
 
@@ -70,7 +70,7 @@ def run(task, backends, tmp_path: Path, shared_data: Path, *, limit=None, store=
     own = store is None
     store = store or RunStore(tmp_path / "store.sqlite")
     try:
-        return asyncio.run(run_task(task, backends, store, data_dir=shared_data, out_dir=tmp_path / out, limit=limit))
+        return asyncio.run(run_task(task, backends, store, RunOptions(data_dir=shared_data, limit=limit), out_dir=tmp_path / out))
     finally:
         if own:
             store.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from finharness.backends import from_spec
 from finharness.benchmarks.demo.task import DemoTask
 from finharness.core.retry import RetryPolicy
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from tests.servers.fault_server import SLOW_OK, fault_server
 from tests.servers.reconcile import ClientAttempts, body_key, reconcile
@@ -39,8 +39,7 @@ def run_demo(base_url: str, tmp_path: Path, name: str, *, timeout: float = PATIE
         backend.generate = attempts.wrap(backend.generate)
     store = RunStore(tmp_path / f"{name}.sqlite")
     try:
-        return asyncio.run(run_task(DemoTask(), {"model": backend}, store, data_dir=None,
-                                    out_dir=tmp_path / name, retry=FAST))
+        return asyncio.run(run_task(DemoTask(), {"model": backend}, store, RunOptions(retry=FAST), out_dir=tmp_path / name))
     finally:
         store.close()
 

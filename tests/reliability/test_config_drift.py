@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finharness.backends.llamacpp import LlamaCppBackend
-from finharness.core.store import content_key
+from finharness.core.hashing import content_key
 from finharness.core.types import GenerateRequest, Message, to_jsonable
 
 from ..benchmarks.test_cfinbench_task import EXAM, write_exam

@@ -29,7 +29,8 @@ from finharness.benchmarks.fintradebench.judge import parse_verdict as rubric_ve
 from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
 from finharness.benchmarks.ucfe.data import DialogueSource, StoredDialogue, UCFEItem
 from finharness.benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
-from finharness.core.runner import CachedModel, RunCounters, run_task
+from finharness.core.model import CachedModel, RunCounters
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateResponse
 from finharness.extract.choices import extract_choice, extract_judgment
@@ -271,8 +272,7 @@ def test_rubric_edge_cases_are_counted_in_the_run_results(tmp_path, shared_data,
                                         {"match": "", "reply": "The RSI is 70 and ROE is high."}])
     store = RunStore(tmp_path / "store.sqlite")
     try:
-        result = asyncio.run(run_task(task, {"model": model, "judge": judge}, store, data_dir=shared_data,
-                                      out_dir=tmp_path / "run"))
+        result = asyncio.run(run_task(task, {"model": model, "judge": judge}, store, RunOptions(data_dir=shared_data), out_dir=tmp_path / "run"))
     finally:
         store.close()
     res = result.results
@@ -361,8 +361,7 @@ def test_unparseable_answers_are_counted_in_the_run_results(tmp_path):
     script = [{"match": s.input["question"], "reply": r} for s, r in zip(samples, replies)]
     store = RunStore(tmp_path / "store.sqlite")
     try:
-        result = asyncio.run(run_task(task, {"model": FakeBackend("fake", script=script, reply="Answer: A")}, store,
-                                      data_dir=None, out_dir=tmp_path / "run"))
+        result = asyncio.run(run_task(task, {"model": FakeBackend("fake", script=script, reply="Answer: A")}, store, out_dir=tmp_path / "run"))
     finally:
         store.close()
     lines = [json.loads(row) for row in (tmp_path / "run" / "samples.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from finharness.backends import from_spec
+from finharness.core.hashing import canonical_json
 from finharness.core.retry import RetryPolicy
-from finharness.core.runner import run_task
-from finharness.core.store import RunStore, canonical_json
+from finharness.core.runner import RunOptions, run_task
+from finharness.core.store import RunStore
 from finharness.core.task import Models, Task
 from finharness.core.types import GenerateParams, Message, Sample, Score
 from tests.servers.fault_server import answer_text, fault_server
@@ -94,8 +95,7 @@ def run_load(tmp_path: Path, n: int, caplog: pytest.LogCaptureFixture) -> tuple[
         try:
             before = reset_peak_rss()
             with caplog.at_level(logging.WARNING):
-                result = asyncio.run(run_task(EchoTask(n), {"model": backend}, store, data_dir=None,
-                                              out_dir=tmp_path / "run", retry=RETRY))
+                result = asyncio.run(run_task(EchoTask(n), {"model": backend}, store, RunOptions(retry=RETRY), out_dir=tmp_path / "run"))
             growth = peak_rss() - before
         finally:
             store.close()

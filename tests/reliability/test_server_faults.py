@@ -44,8 +44,9 @@ import pytest
 
 from finharness.backends import from_spec
 from finharness.benchmarks.demo.task import DemoTask
+from finharness.core.results import RunResult
 from finharness.core.retry import RetryPolicy
-from finharness.core.runner import RunResult, run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from tests.servers.fault_server import FAULT_KINDS, RETRYABLE_FAULTS, SLOW_OK, Served, fault_server
 from tests.servers.reconcile import ACCEPTED, CLIENT_KIND, TIMEOUT, ClientAttempts, Reconciled, body_key, reconcile
@@ -193,8 +194,7 @@ def run_case(tmp_path: Path, server, backend, script: list[str] = (), *, plan=No
 
     def run(name: str, attempts: ClientAttempts):
         backend.generate = attempts.wrap(generate)  # the runner calls backend.generate for each attempt
-        return run_task(DemoTask(), {"model": backend}, store, data_dir=None, out_dir=tmp_path / name,
-                        retry=retry, limit=limit)
+        return run_task(DemoTask(), {"model": backend}, store, RunOptions(retry=retry, limit=limit), out_dir=tmp_path / name)
 
     async def both() -> tuple[RunResult, int, RunResult]:
         first = await run("first", tried)

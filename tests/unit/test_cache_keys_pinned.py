@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from finharness.backends import from_spec
-from finharness.benchmarks.registry import task_class
-from finharness.core.runner import CachedModel, RunCounters, make_task, run_task
+from finharness.benchmarks.registry import make_task, task_class
+from finharness.core.model import CachedModel, RunCounters
+from finharness.core.runner import run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, Message
 
@@ -99,7 +100,7 @@ def test_a_task_renders_the_same_requests(tmp_path: Path):
     store = RunStore(tmp_path / "store.sqlite")
     try:
         task = make_task(task_class("demo"), {})
-        asyncio.run(run_task(task, {"model": from_spec("fake")}, store, data_dir=None, out_dir=None))
+        asyncio.run(run_task(task, {"model": from_spec("fake")}, store, out_dir=None))
         keys = sorted(c["key"] for c in store.iter_calls())
     finally:
         store.close()

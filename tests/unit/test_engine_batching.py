@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from finharness.backends import embedded
-from finharness.core.runner import shared_model_state
+from finharness.core.model import shared_model_state
 from finharness.core.types import GenerateParams, GenerateRequest, messages
 
 QUESTIONS = ("What is a bond?", "Define EBITDA in one sentence.", "什么是市盈率？", "Why do stock prices move?")

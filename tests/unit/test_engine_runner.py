@@ -10,8 +10,9 @@ import pytest
 
 from finharness.backends.fake import FakeBackend
 from finharness.core.backend import BackendError, Capabilities
+from finharness.core.model import CachedModel, PromptBudget, RunCounters
 from finharness.core.retry import RetryPolicy
-from finharness.core.runner import CachedModel, PromptBudget, RunCounters, run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.task import Models, Task
 from finharness.core.types import GenerateParams, GenerateRequest, Message, Sample, Score, messages
@@ -38,7 +39,7 @@ class EchoTask(Task):
 
 
 def run(task, backend, store, out=None, **kw):
-    return asyncio.run(run_task(task, {"model": backend}, store, data_dir=None, out_dir=out, **kw))
+    return asyncio.run(run_task(task, {"model": backend}, store, RunOptions(**kw), out_dir=out))
 
 
 def test_rerun_makes_no_calls_and_gives_identical_metrics(tmp_path: Path):

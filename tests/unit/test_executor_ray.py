@@ -18,9 +18,10 @@ from typer.testing import CliRunner
 from finharness.backends import from_spec
 from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.demo.task import DemoTask
+from finharness.benchmarks.registry import make_task
 from finharness.cli import app
 from finharness.core.ray_executor import RayExecutor, ShardJob, split_shards
-from finharness.core.runner import make_task, run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from tests.conftest import skip_or_fail
 
@@ -67,13 +68,13 @@ def ray_cluster():
 def run(task_factory, spec: str, store: RunStore, out: Path | None, *, executor: RayExecutor | None = None,
         only_ids=None, **options: Any):
     backends = {"model": from_spec(spec)}
-    return asyncio.run(run_task(task_factory(), backends, store, out_dir=out, executor=executor,
-                                only_ids=only_ids, **options))
+    return asyncio.run(run_task(task_factory(), backends, store, RunOptions(**options), out_dir=out,
+                                executor=executor, only_ids=only_ids))
 
 
 def ray_executor(task_factory, spec: str, options: dict[str, Any], **kw: Any) -> RayExecutor:
     return RayExecutor(ShardJob(task_factory=task_factory, backend_specs={"model": spec}, backend_factory=from_spec,
-                                run_options=options), **kw)
+                                options=RunOptions(**options)), **kw)
 
 
 def sample_lines(out: Path) -> list[dict[str, Any]]:

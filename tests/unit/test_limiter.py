@@ -13,8 +13,9 @@ from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.demo.task import DemoTask
 from finharness.core.backend import BackendError, CallFailed
 from finharness.core.limiter import AdaptiveLimiter, is_rate_limited
+from finharness.core.model import CachedModel, RunCounters
 from finharness.core.retry import RetryPolicy
-from finharness.core.runner import CachedModel, RunCounters, run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateParams, GenerateRequest, Message
 from tests.servers.fault_server import fault_server
@@ -266,8 +267,7 @@ def test_a_run_against_a_rate_limiting_server_completes_and_counts_the_shrinks(t
         backend = from_spec(f"openai:fault-model@{server.base_url}?concurrency=4&timeout=5")
         store = RunStore(tmp_path / "s.sqlite")
         try:
-            result = asyncio.run(run_task(DemoTask(), {"model": backend}, store, data_dir=None,
-                                          out_dir=tmp_path / "run", retry=FAST))
+            result = asyncio.run(run_task(DemoTask(), {"model": backend}, store, RunOptions(retry=FAST), out_dir=tmp_path / "run"))
         finally:
             store.close()
     counts = result.results["counts"]

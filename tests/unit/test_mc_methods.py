@@ -19,7 +19,7 @@ from finharness.benchmarks.mc_methods import (
     supported_methods,
 )
 from finharness.core.backend import Capabilities
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateResponse, LoglikelihoodResponse, TokenLogprob
 from finharness.rating.compare import cohen_kappa
@@ -120,8 +120,7 @@ class Scripted(FakeBackend):
 
 def run_demo(tmp_path, backend, method, limit=4):
     store = RunStore(tmp_path / f"{method}.sqlite")
-    return asyncio.run(run_task(DemoTask(method=method), {"model": backend}, store, data_dir=None, out_dir=None,
-                                limit=limit))
+    return asyncio.run(run_task(DemoTask(method=method), {"model": backend}, store, RunOptions(limit=limit), out_dir=None))
 
 
 def test_all_on_demo_with_ll_and_gen(tmp_path):
@@ -314,8 +313,7 @@ def test_report_shows_the_agreement_matrix_and_per_method_scores(tmp_path):
 
     out = tmp_path / "run"
     store = RunStore(tmp_path / "s.sqlite")
-    asyncio.run(run_task(DemoTask(method="all"), {"model": Scripted(ll="BCAD", gen="BCBA", logprobs=True)}, store,
-                         data_dir=None, out_dir=out, limit=4))
+    asyncio.run(run_task(DemoTask(method="all"), {"model": Scripted(ll="BCAD", gen="BCBA", logprobs=True)}, store, RunOptions(limit=4), out_dir=out))
     html = build_html_report([load_run(out)])
     assert "Methods compared (ll / letters / gen)" in html and 'id="mc-methods-demo"' in html
     assert "agreement between methods" in html

@@ -29,8 +29,10 @@ from finharness.benchmarks.registry import (
     task_class,
 )
 from finharness.core.backend import SpecError
-from finharness.core.runner import RunConfig, run_task
-from finharness.core.store import RunStore, content_key
+from finharness.core.hashing import content_key
+from finharness.core.results import RunConfig
+from finharness.core.runner import run_task
+from finharness.core.store import RunStore
 from finharness.plugins import PluginError, split_file_spec
 
 TASK_FILE = '''\
@@ -123,8 +125,8 @@ def test_a_file_task_runs_and_resumes(tmp_path, forget_modules):
     task = build_task(resolve_task(f"{path}:TinyTask"), {})
     store = RunStore(tmp_path / "store.sqlite")
     try:
-        first = asyncio.run(run_task(task, {"model": FakeBackend(reply="A")}, store, data_dir=None, out_dir=None))
-        again = asyncio.run(run_task(task, {"model": FakeBackend(reply="A")}, store, data_dir=None, out_dir=None))
+        first = asyncio.run(run_task(task, {"model": FakeBackend(reply="A")}, store, out_dir=None))
+        again = asyncio.run(run_task(task, {"model": FakeBackend(reply="A")}, store, out_dir=None))
     finally:
         store.close()
     assert first.results["metrics"]["accuracy"]["value"] == 1.0 and first.counters.calls == 2

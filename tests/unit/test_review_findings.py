@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from finharness.backends.fake import FakeBackend
-from finharness.core.runner import model_state, run_task
+from finharness.core.model import model_state
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateResponse
 
@@ -59,10 +60,8 @@ class HalfSurrogateBackend(FakeBackend):
 def test_after_an_unstorable_reply_fails_a_run_the_next_run_on_the_store_completes(tmp_path: Path):
     store = RunStore(tmp_path / "s.sqlite")
     with pytest.raises(UnicodeEncodeError):
-        asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, data_dir=None,
-                             out_dir=None, concurrency=1))
-    result = asyncio.run(run_task(AskingTask(), {"model": FakeBackend(name="other")}, store, data_dir=None,
-                                  out_dir=None, concurrency=1))
+        asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, RunOptions(concurrency=1), out_dir=None))
+    result = asyncio.run(run_task(AskingTask(), {"model": FakeBackend(name="other")}, store, RunOptions(concurrency=1), out_dir=None))
     assert result.results["status"] == "complete"
     store.close()
 
@@ -89,8 +88,7 @@ def test_a_cancelled_run_gives_back_every_limiter_slot(tmp_path: Path):
     shared: dict = {}
 
     async def scenario() -> None:
-        run = asyncio.create_task(run_task(AskingTask(n=8), {"model": backend}, store, data_dir=None,
-                                           out_dir=None, concurrency=2, shared_handles=shared))
+        run = asyncio.create_task(run_task(AskingTask(n=8), {"model": backend}, store, RunOptions(concurrency=2), out_dir=None, shared_handles=shared))
         while backend.started < 2:  # both slots taken, the other samples waiting for one
             await asyncio.sleep(0)
         limiter = model_state(shared, backend, 2)["limiter"]

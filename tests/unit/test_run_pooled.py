@@ -15,7 +15,8 @@ from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.benchmarks.demo.task import DemoTask
 from finharness.core.backend import BackendError
-from finharness.core.runner import PooledTask, dispatch_lanes, model_state, run_task, run_tasks
+from finharness.core.model import model_state
+from finharness.core.runner import PooledTask, RunOptions, dispatch_lanes, run_task, run_tasks
 from finharness.core.store import RunStore
 from finharness.core.task import Models, Task
 from finharness.core.types import GenerateParams, GenerateRequest, Message, Sample, Score
@@ -80,11 +81,11 @@ class CountingBackend(FakeBackend):
 
 
 def single(task: Task, backends: dict, store: RunStore, out: Path | None, **kw):
-    return asyncio.run(run_task(task, backends, store, data_dir=kw.pop("data_dir", None), out_dir=out, **kw))
+    return asyncio.run(run_task(task, backends, store, RunOptions(**kw), out_dir=out))
 
 
-def pooled(jobs: list[PooledTask], store: RunStore, **kw):
-    return asyncio.run(run_tasks(jobs, store, data_dir=kw.pop("data_dir", None), **kw))
+def pooled(jobs: list[PooledTask], store: RunStore, return_exceptions: bool = False, **kw):
+    return asyncio.run(run_tasks(jobs, store, RunOptions(**kw), return_exceptions=return_exceptions))
 
 
 # --- results and run keys ---------------------------------------------------------------------
@@ -239,8 +240,8 @@ def test_run_pool_decides_the_pool_without_the_command_line(tmp_path: Path, monk
     seen: list[str] = []
     out = tmp_path / "out"
     pool = run_pool(["cfinbench", "bizbench/demo", "tagged"], [CFinBenchTask(), DemoTask(), TaggedTask("t")],
-                    backends, out=out, store_path=out / "store.sqlite", started=0.0, run_versions={"v": 1},
-                    run_options={"data_dir": tmp_path / "no-exam"},
+                    backends, out=out, store_path=out / "store.sqlite", started=0.0,
+                    options=RunOptions(data_dir=tmp_path / "no-exam", versions={"v": 1}),
                     progress_for=lambda name: seen.append(name) or None)
     assert seen == ["cfinbench", "bizbench/demo", "tagged"]
     cfin, demo, tagged = pool.tasks

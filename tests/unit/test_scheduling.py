@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from finharness.backends.fake import FakeBackend
-from finharness.core.runner import dispatch_order, input_size, run_task
+from finharness.core.runner import RunOptions, dispatch_order, input_size, run_task
 from finharness.core.store import RunStore
 from finharness.core.task import Models, Task
 from finharness.core.types import GenerateParams, GenerateRequest, Message, Sample, Score
@@ -112,8 +112,7 @@ class RecordingBackend(FakeBackend):
 def run(tmp_path: Path, backend, **kw):
     store = RunStore(tmp_path / "s.sqlite")
     try:
-        return asyncio.run(run_task(SizedTask(), {"model": backend}, store, data_dir=None,
-                                    out_dir=tmp_path / "out", **kw))
+        return asyncio.run(run_task(SizedTask(), {"model": backend}, store, RunOptions(**kw), out_dir=tmp_path / "out"))
     finally:
         store.close()
 

@@ -20,8 +20,10 @@ import pytest
 
 import finharness.core.store as store_module
 from finharness.backends.fake import FakeBackend
-from finharness.core.runner import CachedModel, RunCounters, run_task
-from finharness.core.store import RunStore, canonical_json, content_key, content_key_of_canonical
+from finharness.core.hashing import canonical_json, content_key, content_key_of_canonical
+from finharness.core.model import CachedModel, RunCounters
+from finharness.core.runner import RunOptions, run_task
+from finharness.core.store import RunStore
 from finharness.core.types import (
     GenerateParams,
     GenerateRequest,
@@ -309,8 +311,7 @@ def test_a_sample_is_counted_done_only_once_it_and_its_calls_are_committed(tmp_p
 
     backend = FakeBackend(latency=0.001)
     for out in ("a", "b"):  # twice in one store, each in its own event loop (as the P1 benchmark does)
-        result = asyncio.run(run_task(AskingTask(n=40, asks=2), {"model": backend}, store, data_dir=None,
-                                      out_dir=tmp_path / out, concurrency=8, progress=progress))
+        result = asyncio.run(run_task(AskingTask(n=40, asks=2), {"model": backend}, store, RunOptions(concurrency=8), out_dir=tmp_path / out, progress=progress))
         assert result.results["status"] == "complete"
     assert backend.calls == 80
     assert all(samples >= done and calls >= 2 * min(done, 40) for done, samples, calls in seen), seen

@@ -9,7 +9,12 @@ resolve through plugins.resolve, a built-in scheme first.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..core.backend import Backend, SpecError
+from ..core.model import CachedModel, PromptBudget, RunCounters
+from ..core.retry import RetryPolicy
+from ..core.store import RunStore
 from ..plugins import BACKEND_GROUP, Plugin, PluginError, catalogue, entry_point_plugins, resolve
 
 # scheme -> "module:factory"; each factory takes the whole spec string.
@@ -47,3 +52,20 @@ def from_spec(spec: str) -> Backend:
                         "(e.g. embedded, llamacpp:/path/model.gguf, openai:gpt-4o@http://127.0.0.1:8000/v1; "
                         f"more by entry point, group {BACKEND_GROUP!r})")
     return found.obj(spec.strip())
+
+
+def open_model(model: str | Backend, store: RunStore | str | Path, *, role: str = "model",
+               counters: RunCounters | None = None, concurrency: int | None = None,
+               retry: RetryPolicy | None = None, budget: PromptBudget = PromptBudget()) -> CachedModel:
+    """The public model handle: `model` (a spec such as `embedded` or `openai:gpt-4o@URL`, or a backend already
+    made) seen through `store` (a RunStore, or the path of one to open), as a task's `solve` sees it.
+
+    Every call is looked up in the store first and stored once made (a rerun makes no call twice), retried by
+    one retry layer, and counted in `counters` (a new RunCounters when None; read it as `handle.counters`).
+    role: what its calls are recorded as ('model', 'judge', 'user'...). concurrency: calls in flight
+    (default: the backend's own maximum). A bad spec is a SpecError naming the known schemes."""
+    backend = from_spec(model) if isinstance(model, str) else model
+    if not isinstance(store, RunStore):
+        store = RunStore(store)
+    return CachedModel(backend, store, counters if counters is not None else RunCounters(), role=role,
+                       concurrency=concurrency, retry=retry, budget=budget)

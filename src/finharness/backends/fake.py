@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
-from ..core.store import canonical_json, content_key
+from ..core.hashing import canonical_json, content_key
 from ..core.types import GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, to_jsonable
 from .spec_options import split_options
 

@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 
 from ..core.backend import BaseBackend, CallFailed, Capabilities, SpecError
-from ..core.store import RunStore, content_key
+from ..core.hashing import content_key
+from ..core.model import response_from_json
+from ..core.store import RunStore
 from ..core.types import GenerateRequest, LoglikelihoodRequest, to_jsonable
 
 
@@ -38,7 +40,6 @@ class ReplayBackend(BaseBackend):
         if found is None:
             raise CallFailed(f"replay:{self.path}: no recorded {kind} response for this request", attempts=1,
                              kind="replay-miss")
-        from ..core.runner import response_from_json
         return response_from_json(kind, found[1])
 
     async def generate(self, request: GenerateRequest):

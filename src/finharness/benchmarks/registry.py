@@ -9,11 +9,11 @@ only when used (fast start-up).
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..core.runner import make_task
 from ..core.task import Task
 from ..plugins import TASK_GROUP, Plugin, PluginError, Source, catalogue, is_file_spec, resolve
 
@@ -65,6 +65,18 @@ class TaskRef:
     def factory(self, options: Mapping[str, Any]) -> Callable[[], Task]:
         """A picklable zero-argument task factory (a Ray worker resolves the spec again)."""
         return functools.partial(make_task_from_spec, self.locator, dict(options))
+
+
+def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
+    """Instantiate a task with the options it accepts; an option it does not take is an error."""
+    given = {k: v for k, v in options.items() if v is not None}
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(given) - set(params))
+        if unknown:
+            accepted = sorted(p for p in params if p != "self")
+            raise ValueError(f"task {cls.name!r} does not take option(s) {unknown}; it takes {accepted}")
+    return cls(**given)
 
 
 def unknown_task(spec: str) -> KeyError:

@@ -20,7 +20,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..data.errors import DataError
 from .backend import Backend, SpecError
-from .runner import PooledTask, RunCounters, RunResult, run_tasks
+from .model import RunCounters
+from .results import RunResult
+from .runner import PooledTask, RunOptions, run_tasks
 from .store import RunStore
 
 INPUT_ERRORS = (DataError, SpecError, ValueError)
@@ -89,12 +91,12 @@ class PoolOutcome:
 
 
 def run_pool(tasks: Sequence[str], task_objs: Sequence[Any], backends: Mapping[str, Any], *, out: Path,
-             store_path: Path, run_options: Mapping[str, Any], run_versions: Mapping[str, Any], started: float,
+             store_path: Path, options: RunOptions, started: float,
              progress_for: Callable[[str], Callable[[RunCounters], None] | None] | None = None) -> PoolOutcome:
     """Run `tasks` (names, with their Task objects) as one pool of requests on `backends` (by role) and
     one run store; each writes OUT/<run_dir_name(task)>/ as a run of it alone would, plus its manifest.json.
 
-    run_options: as for run_tasks (data_dir, limit, subset, concurrency, seed, budget). progress_for:
+    options: as for run_tasks, the same for every task (its versions go into each manifest). progress_for:
     the progress callback of a task, given its name. A task that fails is in the outcome with its
     exception; the others run on."""
     out_dirs = [out / run_dir_name(name) for name in tasks]
@@ -103,8 +105,7 @@ def run_pool(tasks: Sequence[str], task_objs: Sequence[Any], backends: Mapping[s
     try:
         jobs = [PooledTask(obj, backends, out_dir, progress=progress_for(name) if progress_for else None)
                 for name, obj, out_dir in zip(tasks, task_objs, out_dirs)]
-        results = asyncio.run(run_tasks(jobs, run_store, return_exceptions=True, versions=run_versions,
-                                        **run_options))
+        results = asyncio.run(run_tasks(jobs, run_store, options, return_exceptions=True))
     finally:
         run_store.close()
     wall_s = time.perf_counter() - pool_started
@@ -113,7 +114,7 @@ def run_pool(tasks: Sequence[str], task_objs: Sequence[Any], backends: Mapping[s
         if isinstance(result, Exception):
             outcomes.append(PoolTaskOutcome(name, out_dir, error=result))
             continue
-        write_manifest(out_dir, result.results, store_path=store_path, data_dir=run_options["data_dir"],
-                       run_versions=run_versions, started=started)
+        write_manifest(out_dir, result.results, store_path=store_path, data_dir=options.data_dir,
+                       run_versions=options.versions, started=started)
         outcomes.append(PoolTaskOutcome(name, out_dir, result=result))
     return PoolOutcome(outcomes, wall_s)

@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from .backend import Backend
-from .runner import RunCounters, run_task
+from .model import RunCounters
+from .runner import RunOptions, run_task
 from .store import RunStore, StoreRows
 from .task import SampleRecord, Task
 from .types import Sample
@@ -80,9 +81,9 @@ class ShardJob:
     backend_factory: Callable[[str], Backend]
     """Spec -> backend (finharness.backends.from_spec); core never imports a backend itself."""
 
-    run_options: Mapping[str, Any]
-    """The run_task keywords that select and solve samples (data_dir, limit, subset, seed, concurrency,
-    budget, retry): the same as the driver's, so the worker's run key is the driver's."""
+    options: RunOptions
+    """How samples are selected and solved: the driver's own RunOptions, so the worker's run key is the
+    driver's."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,7 @@ async def _solve(job: ShardJob, sample_ids: Sequence[str], store: RunStore) -> A
     by_spec = {spec: job.backend_factory(spec) for spec in dict.fromkeys(job.backend_specs.values())}
     backends = {role: by_spec[spec] for role, spec in job.backend_specs.items()}
     try:
-        return await run_task(job.task_factory(), backends, store, out_dir=None, only_ids=sample_ids,
-                              **job.run_options)
+        return await run_task(job.task_factory(), backends, store, job.options, only_ids=sample_ids)
     finally:
         for backend in by_spec.values():
             await backend.aclose()

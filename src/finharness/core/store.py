@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import json
 import os
@@ -31,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+
+from .hashing import canonical_json
 
 try:
     import fcntl
@@ -102,25 +103,6 @@ class StoreRows:
 
     samples: list[tuple[Any, ...]]
     """(run_key, sample_id, record, created): finished samples."""
-
-
-# json.dumps with these options builds this very encoder on every call; made once, it encodes the same bytes.
-_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def canonical_json(obj: Any) -> str:
-    return _CANONICAL_ENCODER.encode(obj)
-
-
-def content_key(*parts: Any) -> str:
-    return hashlib.sha256(canonical_json(list(parts)).encode("utf-8")).hexdigest()
-
-
-def content_key_of_canonical(*canonical_parts: str) -> str:
-    """content_key(*parts), given canonical_json(part) for each part: a JSON array is its items'
-    encodings joined by ',' in brackets, so a part already encoded (the request stored beside the
-    key, the backend identity) is not encoded again. Same bytes, same key."""
-    return hashlib.sha256(("[" + ",".join(canonical_parts) + "]").encode("utf-8")).hexdigest()
 
 
 @contextlib.contextmanager

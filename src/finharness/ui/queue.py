@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-from ..core.store import canonical_json
+from ..core.hashing import canonical_json
 from ..data.errors import DataError
 from ..data.io import iter_jsonl, read_json
 from .storage import NewWorkItem, Rater, RaterStore

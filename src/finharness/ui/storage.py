@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from ..core.store import RunStore, canonical_json
+from ..core.hashing import canonical_json
+from ..core.store import RunStore
 
 Kind = Literal["pair", "rubric"]
 Choice = Literal["1", "2", "tie"]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ...core.store import content_key
+from ...core.hashing import content_key
 from ...core.types import Message, to_jsonable
 from ...data.errors import DataError
 from ...data.io import read_text

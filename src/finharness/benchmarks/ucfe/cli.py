@@ -47,10 +47,10 @@ def judge_command(
     """Judge RUN_A against RUN_B item by item; write matches (Chatbot-Arena convention) and a summary."""
     import asyncio
 
-    from ...backends import from_spec
+    from ...backends import from_spec, open_model
     from ...core.backend import SpecError
+    from ...core.model import RunCounters
     from ...core.pool import run_dir_name
-    from ...core.runner import CachedModel, RunCounters
     from ...core.store import RunStore
     from ...data.errors import DataError
     from ...data.io import write_jsonl
@@ -83,7 +83,7 @@ def judge_command(
     counters = RunCounters(samples_total=sum(i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues
                                              for i in items))
     try:
-        handle = CachedModel(backend, run_store, counters, role="judge", concurrency=concurrency)
+        handle = open_model(backend, run_store, role="judge", counters=counters, concurrency=concurrency)
         pair_judge = PairJudge(handle, settings, name_a=names[0], name_b=names[1])
         with LiveProgress(f"ucfe judge ({mode}) with {judge}", enabled=not quiet) as live:
             def tick() -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ...core.backend import CallFailed
 from ...core.metrics import Metric
-from ...core.runner import CachedModel, RunCounters
+from ...core.model import CachedModel, RunCounters
 from ...core.types import GenerateParams, Message
 from ...judges.pairwise import (
     UCFE_FORMAT,

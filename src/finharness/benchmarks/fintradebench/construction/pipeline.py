@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
+from ....backends import open_model
 from ....core.backend import Backend, CallFailed
-from ....core.runner import CachedModel, RunCounters
+from ....core.model import CachedModel, RunCounters
 from ....core.store import RunStore
 from ....core.types import GenerateParams
 from ....data.errors import DataError
@@ -198,7 +199,7 @@ class BuildSession:
 
     def handles(self, backends: Mapping[str, Backend], counters: RunCounters, role: str) -> dict[str, CachedModel]:
         """A CachedModel per model spec (as run_task makes them): cached, retried, counted in `counters`."""
-        return {spec: CachedModel(backend, self.store, counters, role=role, concurrency=self.concurrency)
+        return {spec: open_model(backend, self.store, role=role, counters=counters, concurrency=self.concurrency)
                 for spec, backend in backends.items()}
 
     async def context(self, question: BuildQuestion) -> tuple[str, str]:

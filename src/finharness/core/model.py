@@ -1,0 +1,339 @@
+"""The model handle: a backend seen through the run store, as every task, judge and script uses it.
+
+`CachedModel` is what `Task.solve` receives (the `ModelHandle` protocol of core/task.py): each call is
+looked up in the run store by its content key (backend identity + kind + request), made through one
+retry layer and the backend's concurrency limiter when it is not there, stored, counted in a
+`RunCounters`, and recorded in the sample's trace. Prompts that do not fit are cut or refused by the
+run's `PromptBudget`.
+
+Outside a run (a judge command, a build pipeline, a script of your own) make one with
+`finharness.open_model(spec, store, role=...)` (backends/__init__.py: core never imports a backend),
+which resolves a model spec or takes a backend already made.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, MutableMapping, Sequence
+
+from .backend import Backend, BackendError, CallFailed
+from .hashing import canonical_json, content_key_of_canonical
+from .limiter import AdaptiveLimiter
+from .retry import RetryPolicy
+from .store import RunStore
+from .types import (
+    GenerateParams,
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    Message,
+    TokenLogprob,
+    to_jsonable,
+)
+
+TRUNCATION_POLICIES = ("error", "left", "right")
+
+
+@dataclass
+class RunCounters:
+    """Everything a reader must see about how a run went; written to results.json['counts']."""
+
+    calls: int = 0
+    """Model calls actually made (not served from the store)."""
+    cache_hits: int = 0
+    """Calls served from the store."""
+    retries: int = 0
+    """Retried attempts (429, 5xx, timeouts...)."""
+    failures: int = 0
+    """Calls that failed for good after retries."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_evaluated: int = 0
+    """Prompt tokens a log-likelihood engine actually computed (KV reuse makes it small)."""
+    length_stops: int = 0
+    """Generations cut by max_tokens."""
+    budget_truncations: int = 0
+    """Prompts cut to fit the budget by a named policy."""
+    concurrency_shrinks: int = 0
+    """Times a model's concurrency limit was halved after a rate-limit refusal (429/529)."""
+    concurrency_min_limit: int | None = None
+    """The lowest concurrency limit any model ran at during this run (None: every model kept its maximum);
+    a run that joins a model whose limit shrank earlier (a pooled run's later task) starts from it."""
+    samples_done: int = 0
+    samples_total: int = 0
+    failure_messages: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "failure_messages"}
+        d["failure_examples"] = self.failure_messages[:10]
+        return d
+
+    def add(self, part: "RunCounters") -> None:
+        """Add the counts of a part of this run made elsewhere (a Ray worker's shard); the sample
+        totals stay this run's own."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(part, f.name)
+            if f.name in ("samples_done", "samples_total") or theirs is None:
+                continue
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif f.name.endswith("_min_limit"):  # a lowest value, not a count
+                setattr(self, f.name, theirs if mine is None else min(mine, theirs))
+            else:
+                setattr(self, f.name, mine + theirs)
+
+
+def response_from_json(kind: str, data: Mapping[str, Any]) -> GenerateResponse | LoglikelihoodResponse:
+    if kind == "generate":
+        d = dict(data)
+        if d.get("logprobs") is not None:
+            d["logprobs"] = tuple(TokenLogprob(t["token"], t["logprob"], tuple(tuple(x) for x in t.get("top", ())))
+                                  for t in d["logprobs"])
+        return GenerateResponse(**d)
+    d = dict(data)
+    for k in ("logprobs", "is_greedy", "continuation_tokens"):
+        d[k] = tuple(d[k])
+    return LoglikelihoodResponse(**d)
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """How prompts that do not fit are handled; part of the run key."""
+
+    max_prompt_tokens: int | None = None
+    """Cap below the model's context length (None: the context length minus max_tokens)."""
+
+    policy: str = "error"
+    """'error' (fail the sample, counted), 'left' (drop the start of the last user turn),
+    'right' (drop the end of the last user turn)."""
+
+
+def note_limit(counters: RunCounters, limit: int) -> None:
+    """A model of the run is at `limit` below its maximum: keep the lowest in the run's counters."""
+    lowest = counters.concurrency_min_limit
+    counters.concurrency_min_limit = limit if lowest is None else min(lowest, limit)
+
+
+def count_shrink(counters: RunCounters, limiter: AdaptiveLimiter) -> None:
+    """Count one halving of a model's concurrency limit in a run's counters."""
+    counters.concurrency_shrinks += 1
+    note_limit(counters, limiter.limit)
+
+
+def shared_model_state(backend: Backend, concurrency: int | None = None) -> dict[str, Any]:
+    """What every handle on one backend shares, whatever its role or task: the limiter bounding the
+    backend's calls in flight, its identity (computed once: it may hash the weights), and the counters
+    of the runs now using it (a halving of the limit is counted in each of them)."""
+    runs: list[RunCounters] = []
+
+    def on_shrink(limiter: AdaptiveLimiter) -> None:
+        for counters in runs:
+            count_shrink(counters, limiter)
+
+    limit = concurrency or backend.capabilities.max_concurrency or 1
+    plan = getattr(backend, "plan_concurrency", None)  # optional: a Backend need not have it
+    if plan is not None:
+        plan(limit)
+    return {"limiter": AdaptiveLimiter(limit, on_shrink=on_shrink), "identity": dict(backend.identity()),
+            "counters": runs, "backend": backend}  # the backend keeps its id() (the key) from being reused
+
+
+SharedHandles = MutableMapping[int, dict[str, Any]]
+"""id(backend) -> shared_model_state(backend): one limiter per backend for every role and task using it."""
+
+
+def model_state(shared: SharedHandles, backend: Backend, concurrency: int | None) -> dict[str, Any]:
+    """The backend's shared state, made on first use."""
+    state = shared.get(id(backend))
+    if state is None:
+        state = shared[id(backend)] = shared_model_state(backend, concurrency)
+    return state
+
+
+class CachedModel:
+    """A backend seen through the store: what Task.solve uses (ModelHandle)."""
+
+    def __init__(self, backend: Backend, store: RunStore, counters: RunCounters, *, role: str = "model",
+                 concurrency: int | None = None, retry: RetryPolicy | None = None,
+                 budget: PromptBudget = PromptBudget(), trace: list[dict[str, Any]] | None = None,
+                 _shared: dict[str, Any] | None = None):
+        self.backend = backend
+        self.store = store
+        self.counters = counters
+        self.role = role
+        self.spec = backend.spec
+        self.capabilities = backend.capabilities
+        self.retry = retry or RetryPolicy()
+        self.budget = budget
+        self.trace = trace if trace is not None else []
+        if _shared is None:
+            _shared = shared_model_state(backend, concurrency)
+        if not any(c is counters for c in _shared["counters"]):  # `is`: equal counts are other runs
+            _shared["counters"].append(counters)
+            limiter: AdaptiveLimiter = _shared["limiter"]
+            if limiter.limit < limiter.maximum:  # shrank before this run joined: it runs below its maximum
+                note_limit(counters, limiter.limit)
+        self._shared = _shared
+
+    @property
+    def limiter(self) -> AdaptiveLimiter:
+        """This model's calls in flight: at most the configured concurrency, halved on rate limits."""
+        return self._shared["limiter"]
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return self._shared["identity"]
+
+    def bind(self, trace: list[dict[str, Any]]) -> "CachedModel":
+        """The same model, recording into one sample's trace."""
+        return CachedModel(self.backend, self.store, self.counters, role=self.role, retry=self.retry,
+                           budget=self.budget, trace=trace, _shared=self._shared)
+
+    # -- ModelHandle ------------------------------------------------------------
+    def count_tokens(self, text: str) -> int | None:
+        return self.backend.count_tokens(text)
+
+    def _prompt_tokens(self, msgs: Sequence[Message]) -> int | None:
+        render = getattr(self.backend, "render_prompt", None)
+        if render is not None:
+            return self.backend.count_tokens(render(msgs))
+        counts = [self.backend.count_tokens(m.content) for m in msgs]
+        if any(c is None for c in counts):
+            return None
+        return sum(counts) + 4 * len(msgs)  # type: ignore[arg-type]
+
+    def _limit(self, max_tokens: int) -> int | None:
+        limits = []
+        if self.capabilities.context_length:
+            limits.append(self.capabilities.context_length - max_tokens)
+        if self.budget.max_prompt_tokens:
+            limits.append(self.budget.max_prompt_tokens)
+        return min(limits) if limits else None
+
+    def fits(self, messages: Sequence[Message], max_tokens: int) -> bool | None:
+        limit = self._limit(max_tokens)
+        if limit is None:
+            return None
+        used = self._prompt_tokens(messages)
+        return None if used is None else used <= limit
+
+    def note_truncation(self, policy: str, detail: str = "") -> None:
+        self.counters.budget_truncations += 1
+        self.trace.append({"role": self.role, "event": "truncation", "policy": policy, "detail": detail})
+
+    def note(self, event: str, detail: str = "") -> None:
+        self.trace.append({"role": self.role, "event": event, "detail": detail})
+
+    def _apply_budget(self, request: GenerateRequest) -> GenerateRequest:
+        if self.fits(request.messages, request.params.max_tokens) in (True, None):
+            return request
+        limit = self._limit(request.params.max_tokens)
+        if self.budget.policy == "error":
+            message = (f"prompt does not fit the budget of {limit} tokens (policy 'error'; "
+                       "use --truncate left|right to cut it)")
+            self.counters.failures += 1
+            self.counters.failure_messages.append(f"{self.role}: {message}")
+            raise CallFailed(message, attempts=0, kind="prompt-too-long")
+        msgs = list(request.messages)
+        users = [i for i, m in enumerate(msgs) if m.role == "user"]
+        if not users:
+            raise CallFailed(f"prompt does not fit the budget of {limit} tokens and has no user turn to cut",
+                             attempts=0, kind="prompt-too-long")
+        last_user = users[-1]
+        text = msgs[last_user].content
+        lo, hi = 0, len(text)  # longest cut of the last user turn that fits (binary search on characters)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            piece = text[len(text) - mid:] if self.budget.policy == "left" else text[:mid]
+            msgs[last_user] = Message("user", piece)
+            if self.fits(msgs, request.params.max_tokens):
+                lo = mid
+            else:
+                hi = mid - 1
+        piece = text[len(text) - lo:] if self.budget.policy == "left" else text[:lo]
+        msgs[last_user] = Message("user", piece)
+        self.note_truncation(self.budget.policy, f"{len(text)} -> {lo} characters to fit {limit} tokens")
+        return replace(request, messages=tuple(msgs))
+
+    async def chat(self, messages: Sequence[Message], params: GenerateParams | None = None,
+                   sample_index: int = 0) -> GenerateResponse:
+        return await self.generate(GenerateRequest(tuple(messages), params or GenerateParams(), sample_index))
+
+    async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        request = self._apply_budget(request)
+        resp = await self._call("generate", request, self.backend.generate)
+        assert isinstance(resp, GenerateResponse)
+        return resp
+
+    async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        resp = await self._call("loglikelihood", request, self.backend.loglikelihood)
+        assert isinstance(resp, LoglikelihoodResponse)
+        return resp
+
+    async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
+        req_json = to_jsonable(request)
+        req_text = canonical_json(req_json)  # encoded once: for the key and for the stored row
+        identity_text = self._shared.get("identity_json")
+        if identity_text is None:
+            identity_text = self._shared["identity_json"] = canonical_json(self.identity)
+        key = content_key_of_canonical(identity_text, canonical_json(kind), req_text)
+        stored = self.store.get_call(key)
+        if stored is not None:
+            self.counters.cache_hits += 1
+            resp = response_from_json(kind, stored["response"])
+            self._record(kind, request, req_json, resp, stored["latency_s"], cache_hit=True)
+            return resp
+
+        def on_retry(attempt: int, err: BaseException, delay: float) -> None:
+            self.counters.retries += 1
+
+        started: float | None = None
+
+        async def attempt() -> Any:
+            nonlocal started
+            if started is None:
+                started = time.perf_counter()  # the latency leaves out the wait for a free slot
+            return await method(request)
+
+        try:
+            # the limiter holds a slot per attempt and halves the limit on 429/529 (core/limiter.py)
+            resp, retries = await self.limiter.call(attempt, self.retry, on_retry=on_retry)
+        except (CallFailed, BackendError) as err:
+            attempts = getattr(err, "attempts", 1)
+            self.counters.failures += 1
+            self.counters.failure_messages.append(f"{self.role}: {err}")
+            self.store.put_failure(key, self.spec, kind, req_json, str(err), attempts)
+            self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
+            if isinstance(err, CallFailed):
+                raise
+            raise CallFailed(str(err), attempts=attempts, kind=kind) from err
+        assert started is not None  # a response means an attempt ran
+        latency = time.perf_counter() - started
+        if retries:
+            resp = replace(resp, retries=retries)
+        self.counters.calls += 1
+        self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(to_jsonable(resp)), latency)
+        self._record(kind, request, req_json, resp, latency, cache_hit=False)
+        return resp
+
+    def _record(self, kind: str, request: Any, req_json: Mapping[str, Any], resp: Any, latency: float, *,
+                cache_hit: bool) -> None:
+        """One trace entry; `req_json` is to_jsonable(request), reused rather than made again."""
+        entry: dict[str, Any] = {"role": self.role, "kind": kind, "cache_hit": cache_hit, "latency_s": round(latency, 4)}
+        if kind == "generate":
+            self.counters.prompt_tokens += resp.prompt_tokens
+            self.counters.completion_tokens += resp.completion_tokens
+            if resp.truncated:
+                self.counters.length_stops += 1
+            entry.update(prompt=resp.prompt_text if resp.prompt_text is not None else req_json["messages"],
+                         params=req_json["params"], response=resp.text,
+                         finish_reason=resp.finish_reason, prompt_tokens=resp.prompt_tokens,
+                         completion_tokens=resp.completion_tokens, retries=resp.retries)
+        else:
+            self.counters.tokens_evaluated += 0 if cache_hit else resp.tokens_evaluated
+            entry.update(prompt=request.context, continuations=list(request.continuations),
+                         logprobs=list(resp.logprobs), is_greedy=list(resp.is_greedy),
+                         tokens_evaluated=0 if cache_hit else resp.tokens_evaluated)
+        self.trace.append(entry)

@@ -1,0 +1,166 @@
+"""What a run writes and how it is scored: the run's identity (RunConfig and its fingerprints), the scoring of
+solved samples, results.json and samples.jsonl.
+
+`score_run` is the one scoring path: a run (runner.run_task) and `finharness score` (predictions made
+elsewhere) both turn raw predictions into SampleRecords and an Aggregate through it, so the two can
+never score the same predictions differently.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..data.io import atomic_write_text
+from .hashing import content_key
+from .metrics import metrics_json
+from .model import PromptBudget, RunCounters
+from .task import Aggregate, SampleRecord, Task
+from .types import Sample, to_jsonable
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What identifies a run; hashed into the run key so a changed config never reuses samples."""
+
+    task: str
+    task_config: Mapping[str, Any]
+    models: Mapping[str, Mapping[str, Any]]
+    budget: PromptBudget = PromptBudget()
+    limit: int | None = None
+    subset: int | None = None
+    seed: int = 0
+    samples_sha256: str | None = None
+    """Fingerprint of the samples run (ids and inputs): edited data (another exam in the same layout,
+    a changed question) never reuses a finished sample of the old data."""
+    code_sha256: str | None = None
+    """Fingerprint of the harness's source: prompts written in code that changed (an upgrade, a fix)
+    never reuse finished samples; unchanged requests still come from the call cache."""
+
+    def to_json(self) -> dict[str, Any]:
+        return to_jsonable(self)
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """sha256 over the package's Python sources (path and bytes), computed once per process."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def samples_fingerprint(samples: Sequence[Sample]) -> str:
+    """sha256 over each sample's id and input (what solve() builds requests from)."""
+    return content_key([[s.id, to_jsonable(s.input)] for s in samples])
+
+
+@dataclass
+class RunResult:
+    # not in the repr: asyncio.run formats the main task's repr, result included, when it restores
+    # the SIGINT handler (CPython 3.11), which took ~0.5 s for 10,000 records
+    results: dict[str, Any] = field(repr=False)
+    records: list[SampleRecord] = field(repr=False)
+    out_dir: Path | None
+    counters: RunCounters | None = None
+
+
+def score_records(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]]) -> list[SampleRecord]:
+    """A SampleRecord per sample that has a raw result ({"prediction", "trace"}, "failed" when it could not be
+    solved), scored by the task; samples without one are left out."""
+    records = []
+    for s in samples:
+        rec = raw.get(s.id)
+        if rec is None:
+            continue
+        failed = rec.get("failed")
+        score = None if failed else task.score(s, rec["prediction"])
+        records.append(SampleRecord(id=s.id, prediction=rec.get("prediction"), score=score,
+                                    trace=rec.get("trace", ()), failed=failed, metadata=s.metadata,
+                                    target=s.target))
+    return records
+
+
+def score_run(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]]
+              ) -> tuple[list[SampleRecord], Aggregate]:
+    """Score every solved sample and aggregate them: the records (failed ones included, flagged by
+    SampleRecord.failed) and the task's Aggregate over all of them."""
+    records = score_records(task, samples, raw)
+    return records, task.aggregate(samples, records)
+
+
+def sample_line(rec: SampleRecord) -> dict[str, Any]:
+    """One line of samples.jsonl."""
+    gen = [t for t in rec.trace if t.get("kind") in ("generate", "loglikelihood")]
+    first = gen[0] if gen else {}
+    last = gen[-1] if gen else {}
+    score = rec.score
+    return {
+        "id": rec.id,
+        "prompt": first.get("prompt"),
+        "response": last.get("response", last.get("logprobs")),
+        "prediction": rec.prediction,
+        "target": to_jsonable(rec.target),
+        "extraction": None if score is None else {"value": to_jsonable(score.extracted), "rule": score.rule,
+                                                  "parsed": score.parsed},
+        "score": None if score is None else {"value": score.value, "values": dict(score.values)},
+        "truncated": rec.prompt_truncated or rec.length_stopped,
+        "prompt_truncated": rec.prompt_truncated,
+        "tokens": {"prompt": sum(t.get("prompt_tokens", 0) for t in gen),
+                   "completion": sum(t.get("completion_tokens", 0) for t in gen)},
+        "latency_s": round(sum(t.get("latency_s", 0.0) for t in gen), 4),
+        "cache_hit": bool(gen) and all(t.get("cache_hit") for t in gen),
+        "failed": rec.failed,
+        "metadata": to_jsonable(rec.metadata),
+        "trace": list(rec.trace),
+    }
+
+
+_SAMPLE_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
+"""What json.dumps(..., ensure_ascii=False) builds per call, made once (same bytes)."""
+
+
+def write_run(out_dir: Path, records: Sequence[SampleRecord], results: Mapping[str, Any]) -> None:
+    """samples.jsonl, then results.json, each atomically: a results.json on disk means the run ended."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / "samples.jsonl",
+                      "".join(_SAMPLE_LINE_ENCODER.encode(sample_line(r)) + "\n" for r in records))
+    atomic_write_text(out_dir / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+
+
+def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
+                  counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
+                  run_key: str) -> dict[str, Any]:
+    scored = [r for r in records if r.score is not None]
+    failed = [r for r in records if r.failed]
+    counts = counters.to_json()
+    counts.update(samples=len(records), scored=sum(1 for r in scored if r.score.value is not None),
+                  failed_samples=len(failed), unparseable=sum(1 for r in scored if not r.score.parsed),
+                  truncated_samples=sum(1 for r in records if r.prompt_truncated or r.length_stopped))
+    notes = list(agg.notes)
+    if failed:
+        notes.append(f"{len(failed)} sample(s) failed (a call failed for good) and are not scored; "
+                     "rerun the same command to retry them")
+    return {
+        "task": task.name,
+        "model": model,
+        "status": "complete" if not failed and len(records) == counters.samples_total else "incomplete",
+        "config": config.to_json(),
+        "run_key": run_key,
+        "headline": task.headline if task.headline in agg.metrics else next(iter(agg.metrics), None),
+        "metrics": metrics_json(agg.metrics),
+        "groups": {g: {k: metrics_json(ms) for k, ms in vals.items()} for g, vals in agg.groups.items()},
+        "counts": counts,
+        "notes": notes,
+        "extra": to_jsonable(agg.extra),
+        "timing": {"wall_s": round(wall_s, 3),
+                   "completion_tokens_per_s": round(counters.completion_tokens / wall_s, 2) if wall_s > 0 else None,
+                   "tokens_per_s": (round((counters.prompt_tokens + counters.completion_tokens
+                                           + counters.tokens_evaluated) / wall_s, 2) if wall_s > 0 else None)},
+        "versions": dict(versions),
+    }
