@@ -22,12 +22,15 @@ $(STAMP): pyproject.toml src/finharness/backends/engine_build.py
 engine: $(STAMP)
 	$(ENGINE_BUILD) --force
 
-# Debian packages the tests use (bubblewrap isolates model-written code; chromium renders the HTML report, and
-# fonts-noto-cjk its Chinese labels, which are boxes without a CJK font); installed when missing and root.
+# Debian packages the tests use (bubblewrap and libseccomp2 isolate model-written code; chromium renders the HTML
+# report, and fonts-noto-cjk its Chinese labels, which are boxes without a CJK font); installed when missing and root.
 sysdeps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
-	  else echo "note: bubblewrap missing and not root; the sandbox falls back to rlimits (see README)"; fi; fi
+	  else echo "note: bubblewrap missing and not root; the sandbox runs without namespaces (see docs/sandbox.md)"; fi; fi
+	@if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2'; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libseccomp2 >/dev/null; \
+	  else echo "note: libseccomp2 missing and not root; model-written code cannot be sandboxed (see docs/sandbox.md)"; fi; fi
 	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	  else echo "note: chromium missing and not root; the browser tests will skip"; fi; fi

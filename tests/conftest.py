@@ -4,7 +4,7 @@ A test that needs an outside requirement (shared data, bubblewrap, the browser, 
 `skip_or_fail(NAME, problem)` or carries `requires(NAME, problem)`: it skips with the problem as
 its reason, and fails instead under `FINHARNESS_REQUIRE_<NAME>=1`. `FINHARNESS_REQUIRE_ALL=1`
 (set by `.ci/run`) requires every NAME and also fails any other skip, so a CI run shows 0 skipped.
-Names: SHARED, BWRAP, BROWSER, RAY.
+Names: SHARED, BWRAP, KERNEL (seccomp + Landlock), BROWSER, RAY.
 """
 
 from __future__ import annotations
@@ -102,3 +102,20 @@ def shared_data() -> Path:
 def skip_or_fail_without_bwrap(problem: str | None) -> None:
     """Skip a bubblewrap test where bwrap cannot run; fail instead under FINHARNESS_REQUIRE_BWRAP=1 (CI)."""
     skip_or_fail("BWRAP", None if problem is None else f"bubblewrap unavailable: {problem}")
+
+
+def skip_or_fail_without_kernel_layers(problem: str | None) -> None:
+    """Skip a test of the sandbox's `kernel` kind (seccomp + Landlock, no namespaces) where this kernel or
+    libseccomp cannot give it; fail instead under FINHARNESS_REQUIRE_KERNEL=1 (CI)."""
+    skip_or_fail("KERNEL", None if problem is None else f"seccomp + Landlock unavailable: {problem}")
+
+
+def skip_or_fail_without_isolation(isolation: str) -> None:
+    """`Sandbox(isolation=...)` tests: skip (or fail in CI) where that kind cannot run here."""
+    from finharness.sandbox import bwrap_problem, kernel_problem
+    from finharness.sandbox.seccomp import seccomp_problem
+
+    if isolation == "bwrap":
+        skip_or_fail_without_bwrap(bwrap_problem() or seccomp_problem())
+    elif isolation in ("kernel", "rlimits"):
+        skip_or_fail_without_kernel_layers(kernel_problem())

@@ -46,8 +46,9 @@ no core dumps, plus a wall-clock kill. Failures are recorded, never raised:
 ``status`` (ok / timeout / memory / error) and ``error_class`` say why.
 """
 
-from finharness.sandbox.launch import bwrap_problem
-from finharness.sandbox.pool import Sandbox, SandboxStartError, needs_scientific
-from finharness.sandbox.result import ExecResult, Limits
+from finharness.sandbox.launch import bwrap_problem, kernel_problem, resolve_kind
+from finharness.sandbox.pool import Sandbox, needs_scientific
+from finharness.sandbox.result import ExecResult, Limits, SandboxStartError, SandboxUnavailable
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxStartError", "bwrap_problem", "needs_scientific"]
+__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxStartError", "SandboxUnavailable", "bwrap_problem",
+           "kernel_problem", "needs_scientific", "resolve_kind"]

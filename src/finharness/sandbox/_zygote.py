@@ -11,11 +11,14 @@ Life of a worker:
 1. start, import its preload list once (numpy and pandas for a
    "scientific" worker, only small stdlib modules for a "plain" one), make itself
    non-dumpable (a job process of the same uid can then neither ptrace it nor
-   read its memory) and a child subreaper (orphans of a job come back to it);
+   read its memory) and a child subreaper (orphans of a job come back to it),
+   and build the job's Landlock ruleset once (when asked);
 2. announce itself with a ``ready`` frame;
-3. keep one child forked ahead of time, waiting for its job on a pipe; for
-   every job frame, hand the job to that child, which sets the resource
-   limits, enters the fresh private job directory, installs the audit guard
+3. keep one child forked ahead of time, waiting for its job on a pipe. Before
+   it reads its job, that child enters its own process group and the fresh
+   private job directory and closes the file system with Landlock. For every
+   job frame, hand the job to that child, which sets the resource limits,
+   loads the seccomp filter (compiled by the harness), installs the audit guard
    (when asked), runs the program and writes one framed JSON result; answer
    as soon as the result is in, or when the child dies, or at the wall limit;
 4. then clean up: kill every process the job left behind (all processes of
@@ -56,6 +59,7 @@ RESULT_STATUSES = ("ok", "timeout", "memory", "error")
 _BLOCKED_EVENTS = frozenset({
     "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
     "os.fork", "os.forkpty", "os.kill", "os.killpg", "signal.pthread_kill",
+    "cpython.PyInterpreterState_New",  # a sub-interpreter runs without this interpreter's audit hooks
     "resource.setrlimit", "resource.prlimit", "fcntl.ioctl", "pty.spawn",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "sys._current_frames", "webbrowser.open", "os.startfile",
@@ -64,7 +68,8 @@ _BLOCKED_PREFIXES = ("socket.", "ctypes.", "_ssl.", "urllib.", "http.", "ftplib.
                      "smtplib.", "telnetlib.", "poplib.", "imaplib.", "nntplib.")
 # Modules a job may not import fresh (the zygote drops them before the guard).
 _BLOCKED_MODULES = ("_posixsubprocess", "_ctypes", "ctypes", "_socket", "socket",
-                    "subprocess", "multiprocessing", "pty")
+                    "subprocess", "multiprocessing", "pty", "_xxsubinterpreters", "_xxinterpchannels",
+                    "_interpreters", "_interpchannels", "_interpqueues")
 # Events whose string arguments are paths that get created, changed or removed.
 _WRITE_PATH_EVENTS = frozenset({
     "os.mkdir", "os.rmdir", "os.remove", "os.rename", "os.link", "os.symlink",
@@ -321,11 +326,22 @@ def _run_program(job: dict, namespace: dict) -> dict:
     return {"status": "ok", "value": values, "call_errors": errors}
 
 
-def _job_child(job: dict, result_fd: int, job_dir: str, config: dict) -> None:
-    """Runs in the forked child; never returns (os._exit)."""
-    limits = job["limits"]
+def _confine(job_dir: str) -> None:
+    """Before the job is read: its own process group, death with the zygote, first in line for the OOM
+    killer, the job directory as working directory, and the file system closed (Landlock)."""
     os.setpgid(0, 0)
     _set_parent_death_signal()
+    with suppress(OSError):  # raising one's own OOM score needs no privilege
+        with open("/proc/self/oom_score_adj", "w") as score:
+            score.write("1000")
+    os.chdir(job_dir)
+    if _kernel is not None:
+        _kernel.restrict_files()
+
+
+def _job_child(job: dict, result_fd: int, config: dict) -> None:
+    """Runs in the forked child; never returns (os._exit)."""
+    limits = job["limits"]
     mb = 2**20
     cpu = max(1, math.ceil(limits["cpu_s"]))
     # CPU: SIGXCPU at the soft limit, SIGKILL one second later if the program ignores it.
@@ -333,8 +349,11 @@ def _job_child(job: dict, result_fd: int, job_dir: str, config: dict) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2)
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["nproc"],) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.chdir(job_dir)
+    if _kernel is not None:
+        _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
+    job_dir = os.getcwd()
     captured = sys.stdout = _CappedText(limits["stdout_chars"])
     sys.stderr = _CappedText(0)
     sys.stdin = io.StringIO("")
@@ -361,11 +380,136 @@ def _job_child(job: dict, result_fd: int, job_dir: str, config: dict) -> None:
     os._exit(0)
 
 
-# --------------------------------------------------------------------------- the zygote
+# --------------------------------------------------------------------------- kernel layers
 
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 4, 22, 36, 38
+_SECCOMP_MODE_FILTER = 2
+_JOB_OPEN_FILES = 64
+"""RLIMIT_NOFILE of a job: a program needs a handful of descriptors, and each open file is a way to hold
+memory or disk that the other limits do not count."""
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION, _LANDLOCK_RULE_PATH_BENEATH = 1, 1
+# Landlock file-system rights (include/uapi/linux/landlock.h), by the ABI version that added them.
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_REMOVE_DIR, _FS_REMOVE_FILE, _FS_MAKE_DIR, _FS_MAKE_REG = 1 << 4, 1 << 5, 1 << 7, 1 << 8
+_FS_ABI1 = (1 << 13) - 1
+_FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+_DEVICES_WRITABLE = ("/dev/null",)
 _libc = None
 """The C library, loaded by the zygote before any job runs (jobs may not load it)."""
+_kernel = None
+"""The zygote's `_KernelLayers` when the job is to be confined by Landlock and seccomp."""
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version of the running kernel, 0 when it has none (or it is disabled)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                           ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def landlock_rights(abi: int) -> tuple[int, int, int]:
+    """(file-system rights, network rights, scopes) that an ABI version can handle."""
+    fs = _FS_ABI1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0) | (
+        _FS_IOCTL_DEV if abi >= 5 else 0)
+    net = _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0
+    scopes = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0
+    return fs, net, scopes
+
+
+class _KernelLayers:
+    """Landlock and seccomp for the zygote's jobs. The ruleset is built once here (the zygote is
+    never confined itself); each job child enforces it on itself, then the harness's seccomp filter."""
+
+    def __init__(self, libc, landlock: dict | None, seccomp_hex: str | None):
+        import ctypes
+
+        self._ctypes, self._libc = ctypes, libc
+        self.ruleset_fd = -1
+        self.landlock_abi = 0
+        if landlock is not None:
+            self.landlock_abi = landlock["abi"]
+            self.ruleset_fd = self._ruleset(landlock)
+        self._fprog = None
+        if seccomp_hex is not None:
+            program = bytes.fromhex(seccomp_hex)
+
+            class SockFprog(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+            self._filter_buffer = ctypes.create_string_buffer(program, len(program))
+            self._fprog = SockFprog(len(program) // 8, ctypes.addressof(self._filter_buffer))
+
+    def _call(self, number: int, *args) -> int:
+        result = self._libc.syscall(number, *args)
+        if result < 0:
+            code = self._ctypes.get_errno()
+            raise OSError(code, f"{os.strerror(code)} (system call {number})")
+        return result
+
+    def _ruleset(self, landlock: dict) -> int:
+        ctypes = self._ctypes
+
+        class RulesetAttr(ctypes.Structure):
+            _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                        ("scoped", ctypes.c_uint64)]
+
+        class PathBeneathAttr(ctypes.Structure):
+            _pack_ = 1
+            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+        fs, net, scopes = landlock_rights(landlock["abi"])
+        attr = RulesetAttr(fs, net, scopes)
+        size = ctypes.sizeof(attr) if landlock["abi"] >= 6 else 16 if landlock["abi"] >= 4 else 8
+        ruleset = self._call(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                             ctypes.c_uint32(0))
+        read_file = _FS_READ_FILE
+        read_dir = _FS_READ_FILE | _FS_READ_DIR
+        write_dir = read_dir | _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_DIR | _FS_MAKE_REG | (
+            fs & (_FS_REFER | _FS_TRUNCATE))
+        rules = [(path, read_dir, read_file) for path in landlock["read"]]
+        rules += [(path, write_dir, read_file | _FS_WRITE_FILE | (fs & _FS_TRUNCATE)) for path in landlock["write"]]
+        rules += [(path, read_dir, read_file | _FS_WRITE_FILE) for path in _DEVICES_WRITABLE]
+        for path, on_directory, on_file in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # not on this machine (e.g. /lib32)
+            try:
+                beneath = PathBeneathAttr(on_directory if os.path.isdir(path) else on_file, fd)
+                self._call(_SYS_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(beneath),
+                           ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        os.set_inheritable(ruleset, False)
+        return ruleset
+
+    def restrict_files(self) -> None:
+        """Enforce the ruleset on this process (a job child) and drop the descriptor: a job that kept it
+        could add rules to the ruleset that the next job enforces."""
+        if self.ruleset_fd < 0:
+            return
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        self._call(_SYS_LANDLOCK_RESTRICT_SELF, self.ruleset_fd, self._ctypes.c_uint32(0))
+        os.close(self.ruleset_fd)
+        self.ruleset_fd = -1
+
+    def filter_calls(self) -> None:
+        """Load the seccomp filter on this process (a job child); it cannot be removed."""
+        if self._fprog is None:
+            return
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        if self._libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._ctypes.byref(self._fprog), 0, 0) != 0:
+            code = self._ctypes.get_errno()
+            raise OSError(code, f"seccomp filter refused by the kernel: {os.strerror(code)}")
+
+
+# --------------------------------------------------------------------------- the zygote
 
 
 def _prctl(option: int, value: int) -> None:
@@ -488,9 +632,16 @@ class _Prepared:
             try:
                 for fd in (self.job_write, self.result_read, *config["protocol_fds"]):
                     os.close(fd)
+                try:
+                    _confine(job_dir)
+                except BaseException as exc:  # fail closed: the job is answered with why, never run
+                    if read_frame(job_read) is not None:
+                        write_frame(result_write, {"status": "error", "error_class": "SandboxError",
+                                                   "message": f"the job could not be confined: {exc}"})
+                    os._exit(70)
                 job = read_frame(job_read)
                 if job is not None:
-                    _job_child(job, result_write, job_dir, config)
+                    _job_child(job, result_write, config)
             finally:
                 os._exit(70)
         os.close(job_read)
@@ -566,7 +717,7 @@ def clean_up(child: _Prepared, config: dict) -> bool:
 
 
 def main() -> None:
-    global _libc
+    global _libc, _kernel
     config = json.loads(sys.argv[1])
     # kill(-1) is only safe inside our own pid namespace, as an unprivileged uid.
     config["pid_namespace"] = bool(config["pid_namespace"]) and os.getuid() != 0 and os.getpid() == 2
@@ -585,11 +736,15 @@ def main() -> None:
     _libc = ctypes.CDLL(None, use_errno=True)
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if config.get("landlock") or config.get("seccomp"):
+        _kernel = _KernelLayers(_libc, config.get("landlock"), config.get("seccomp"))
     with open("/proc/self/statm") as statm:
         address_space_mb = int(statm.read().split()[0]) * resource.getpagesize() / 2**20
     child = _Prepared(config)
     write_frame(proto_out, {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
-                            "pid_namespace": config["pid_namespace"], "address_space_mb": address_space_mb})
+                            "pid_namespace": config["pid_namespace"], "address_space_mb": address_space_mb,
+                            "landlock_abi": 0 if _kernel is None else _kernel.landlock_abi,
+                            "seccomp": bool(config.get("seccomp"))})
     # Protocol: job -> answer -> {"clean": bool}. The parent reads "clean"
     # only when it wants this worker again, so cleanup and the next fork
     # overlap with its own work.

@@ -1,12 +1,20 @@
-"""How a sandbox worker process is started: bubblewrap when it works here, rlimits otherwise.
+"""How a sandbox worker process is started, and under which kernel-enforced layers.
 
-`plan_launch` decides once per process which isolation is available and builds
-the command line of a worker; the layers in force are named by `Launch.isolation`.
+`plan_launch` builds the command line of a worker for one of three kinds (`resolve_kind` decides which
+a choice gets here, once per process), and `Launch.isolation` names the layers in force:
+
+- ``bwrap``: bubblewrap's namespaces, plus the seccomp filter, Landlock (where the kernel has it) and a
+  memory cgroup (where one can be had);
+- ``kernel``: no namespaces (bubblewrap cannot run here), but the seccomp filter and Landlock, both
+  required, a network namespace when permitted, a memory cgroup where one can be had, no capabilities;
+- ``bare``: rlimits and the audit guard only, nothing the kernel enforces. Only chosen explicitly
+  (``isolation="bare"``), or by ``"unsafe"`` on a machine where neither of the others can run.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import shutil
@@ -17,14 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from finharness.sandbox.result import Limits
+from finharness.sandbox import _zygote
+from finharness.sandbox.cgroups import memory_control
+from finharness.sandbox.result import Limits, SandboxUnavailable
+from finharness.sandbox.seccomp import filter_program, seccomp_problem
 
 ZYGOTE_SOURCE = Path(__file__).with_name("_zygote.py")
 ZYGOTE_INSIDE = "/opt/finharness-sandbox/zygote.py"
 SCRATCH_INSIDE = "/tmp"
 SANDBOX_UID_RANGE = (2_000_000, 3_000_000)
-"""Kernel uids with no account; each bubblewrap worker started by root gets one at random, so
-RLIMIT_NPROC counts that worker alone and its files and signals reach nothing else."""
+"""Kernel uids with no account; each worker started by root gets one at random (where the Python
+installation is readable by others), so RLIMIT_NPROC counts that worker alone and its files and
+signals reach nothing else."""
 
 PLAIN_PRELOAD = ("ast", "json", "math", "decimal", "fractions", "datetime", "statistics")
 SCIENTIFIC_PRELOAD = (*PLAIN_PRELOAD, "numpy", "pandas")
@@ -40,8 +52,18 @@ WORKER_ENV = {
 }
 _HOST_ROOT_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _HOST_ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
 
-IsolationChoice = Literal["auto", "bwrap", "rlimits"]
+IsolationChoice = Literal["auto", "bwrap", "kernel", "rlimits", "unsafe", "bare"]
+CHOICES = ("auto", "bwrap", "kernel", "rlimits", "unsafe", "bare")
+"""auto: bwrap, else kernel, else refuse (SandboxUnavailable); bwrap / kernel: that kind or refuse;
+rlimits: the former name of the fallback without bubblewrap, now `kernel`; unsafe: the strongest kind
+available, down to bare; bare: rlimits and the audit guard only (for tests and measurements)."""
+
+UNSAFE_WARNING = ("warning: model-written code runs with NO kernel-enforced isolation (sandbox 'unsafe'): only "
+                  "rlimits and an in-process audit guard, which a program can walk around (a sub-interpreter, "
+                  "a patched helper, an unaudited system call) to run commands, read and write your files, and "
+                  "signal your processes. Missing here: {missing}")
 
 
 @dataclass(frozen=True)
@@ -49,16 +71,25 @@ class Launch:
     """Everything needed to start one worker."""
 
     argv: tuple[str, ...]
-    """The command line (bwrap ... python zygote.py CONFIG, or python zygote.py CONFIG)."""
+    """The command line (bwrap ... python zygote.py CONFIG, or [unshare] setpriv ... python zygote.py CONFIG)."""
 
     isolation: str
-    """Layers in force, recorded in every ExecResult: "bwrap+audit", "bwrap", "rlimits+netns+audit"..."""
+    """Layers in force, recorded in every ExecResult: "bwrap+seccomp+landlock+memcg+audit"..."""
+
+    kind: str = "bwrap"
+    """'bwrap', 'kernel' or 'bare'."""
 
     scratch_dir: str | None = None
-    """Host temp dir that the worker uses as scratch (fallback only; removed when the worker stops)."""
+    """Host temp dir that the worker uses as scratch (kernel and bare only; removed when the worker stops)."""
 
     env: dict[str, str] = field(default_factory=dict)
     """The complete environment of the worker process."""
+
+    memory_cgroup: bool = False
+    """Start the worker in a memory cgroup of its own (see finharness.sandbox.cgroups)."""
+
+    landlock_abi: int = 0
+    """The Landlock ABI version the worker must report enforcing (0: none)."""
 
 
 def python_roots() -> tuple[str, ...]:
@@ -75,7 +106,13 @@ def python_roots() -> tuple[str, ...]:
 
 
 def _read_roots() -> list[str]:
+    """What the audit guard lets a job read (besides its own directory)."""
     return [*python_roots(), "/usr/share/zoneinfo"]
+
+
+def _landlock_read_roots() -> list[str]:
+    """What Landlock lets a job read: the Python installation, the system's libraries, a few devices."""
+    return [*python_roots(), *(f"/{name}" for name in _HOST_ROOT_ENTRIES), *_HOST_ETC_FILES, *_DEVICES]
 
 
 def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list[str]:
@@ -109,6 +146,8 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
     argv += ["--perms", "0755", "--dir", os.path.dirname(ZYGOTE_INSIDE),
              "--ro-bind", str(ZYGOTE_SOURCE), ZYGOTE_INSIDE,
              "--proc", "/proc", "--dev", "/dev",
+             # bwrap's /dev is an unsized tmpfs: no shared-memory directory on it, and read-only.
+             "--remount-ro", "/dev",
              "--chdir", SCRATCH_INSIDE, "--"]
     if uid is not None:
         # Root outside: Python never runs privileged, not even its startup.
@@ -117,12 +156,12 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
     return argv + [sys.executable, "-I", "-B", *python_args]
 
 
-def _config(scratch_dir: str, pid_namespace: bool, audit_read_roots: list[str], preload: tuple[str, ...]) -> str:
-    import json
-
+def _config(scratch_dir: str, pid_namespace: bool, preload: tuple[str, ...], *,
+            landlock: dict | None = None, seccomp: bytes | None = None) -> str:
     return json.dumps({"scratch_dir": scratch_dir, "pid_namespace": pid_namespace,
-                       "read_roots": audit_read_roots, "preload": list(preload),
-                       "max_result_bytes": 16 * 2**20})
+                       "read_roots": _read_roots(), "preload": list(preload),
+                       "max_result_bytes": 16 * 2**20, "landlock": landlock,
+                       "seccomp": None if seccomp is None else seccomp.hex()})
 
 
 @functools.cache
@@ -140,8 +179,65 @@ def bwrap_problem() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
     if done.returncode != 0:
-        return f"bwrap exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]}"
+        return (f"bwrap exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-300:]} "
+                "(user namespaces disabled? sysctl kernel.unprivileged_userns_clone=1, or run as root)")
     return None
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The running kernel's Landlock ABI version (0: none)."""
+    try:
+        return _zygote.landlock_abi()
+    except OSError:
+        return 0
+
+
+def landlock_problem() -> str | None:
+    """None when the kernel has Landlock, else what is missing."""
+    if landlock_abi() >= 1:
+        return None
+    return ("the kernel has no Landlock (Linux >= 5.13 built with CONFIG_SECURITY_LANDLOCK=y, and 'landlock' "
+            "in the lsm= boot parameter)")
+
+
+def kernel_problem() -> str | None:
+    """None when the `kernel` kind (seccomp + Landlock, no namespaces) can run here, else what is missing."""
+    problems = [p for p in (seccomp_problem(), landlock_problem()) if p]
+    return "; ".join(problems) or None
+
+
+def _unavailable(choice: str) -> str:
+    bwrap, kernel = bwrap_problem() or seccomp_problem(), kernel_problem()
+    lines = [f"no kernel-enforced isolation for model-written code on this machine (sandbox '{choice}'):"]
+    if choice in ("auto", "bwrap") and bwrap:
+        lines.append(f"  - bubblewrap + seccomp: {bwrap}")
+    if choice in ("auto", "kernel") and kernel:
+        lines.append(f"  - seccomp + Landlock without namespaces: {kernel}")
+    lines.append("  Fix one of these (apt-get install bubblewrap; a kernel with Landlock), or accept the risk "
+                 "with sandbox 'unsafe' (rlimits and an in-process audit guard only).")
+    return "\n".join(lines)
+
+
+def resolve_kind(choice: IsolationChoice) -> str:
+    """The kind of worker a choice gets here: 'bwrap', 'kernel' or 'bare'. Raises SandboxUnavailable."""
+    if choice not in CHOICES:
+        raise ValueError(f"isolation must be one of {', '.join(CHOICES)}; got {choice!r}")
+    if choice == "bare":
+        return "bare"
+    choice = "kernel" if choice == "rlimits" else choice
+    if choice in ("auto", "bwrap", "unsafe") and bwrap_problem() is None and seccomp_problem() is None:
+        return "bwrap"
+    if choice in ("auto", "kernel", "unsafe") and kernel_problem() is None:
+        return "kernel"
+    if choice == "unsafe":
+        return "bare"
+    raise SandboxUnavailable(_unavailable(choice))
+
+
+def missing_layers() -> str:
+    """What this machine lacks for kernel-enforced isolation (the unsafe warning's last part)."""
+    return "; ".join(p for p in (bwrap_problem(), kernel_problem()) if p) or "nothing"
 
 
 @functools.cache
@@ -154,32 +250,76 @@ def _can_unshare_net() -> bool:
 
 def isolation_label(isolation: IsolationChoice, audit: bool) -> str:
     """The layers a worker planned with these choices runs under (raises when they cannot be had)."""
-    if isolation == "bwrap" and bwrap_problem() is not None:
-        raise RuntimeError(f"isolation='bwrap' requested but {bwrap_problem()}")
-    if isolation == "bwrap" or (isolation == "auto" and bwrap_problem() is None):
-        return "bwrap+audit" if audit else "bwrap"
-    if not audit:
-        raise ValueError("the rlimits fallback needs the audit guard: it is the only file and network "
-                         "barrier there (install bubblewrap to run with audit=False)")
-    return "rlimits+netns+audit" if _can_unshare_net() else "rlimits+audit"
+    kind = resolve_kind(isolation)
+    if kind == "bare" and not audit:
+        raise ValueError("the bare fallback needs the audit guard: it is the only file and network "
+                         "barrier there (use isolation 'bwrap' or 'kernel' to run with audit=False)")
+    layers = {"bwrap": ["bwrap", "seccomp"] + (["landlock"] if landlock_abi() else []),
+              "kernel": ["seccomp", "landlock"], "bare": ["unsafe", "rlimits"]}[kind]
+    if kind != "bwrap" and _can_unshare_net():
+        layers.append("netns")
+    if kind != "bare" and memory_control() is not None:
+        layers.append("memcg")
+    return "+".join(layers + (["audit"] if audit else []))
+
+
+def isolation_kind(label: str) -> str:
+    """'bwrap', 'kernel' or 'bare', from an isolation label."""
+    return "bwrap" if label.startswith("bwrap") else "bare" if label.startswith("unsafe") else "kernel"
+
+
+def _reachable_by_others(paths) -> bool:
+    """Whether a uid with no groups can read `paths` (every parent directory searchable by others)."""
+    for path in paths:
+        for part in (Path(path), *Path(path).parents):
+            try:
+                mode = part.stat().st_mode
+            except OSError:
+                return False
+            if not mode & 0o001 or (part == Path(path) and part.is_dir() and not mode & 0o004):
+                return False
+    return True
+
+
+def _no_privileges(scratch: str) -> list[str]:
+    """setpriv arguments: no capabilities, no new privileges, a random uid where the Python installation
+    is readable by others (as root; else root's uid without any capability), death with the harness."""
+    args = ["setpriv", "--pdeathsig", "KILL", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
+    if os.geteuid() == 0 and _reachable_by_others(python_roots()):
+        uid = random.randrange(*SANDBOX_UID_RANGE)
+        os.chown(scratch, uid, uid)
+        args += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return [*args, "--"]
 
 
 def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
                 preload: tuple[str, ...] = SCIENTIFIC_PRELOAD) -> Launch:
     """The command line of one new worker, with the strongest isolation allowed by `isolation`.
 
-    The fallback creates the worker's host scratch directory (the worker removes it when stopped).
+    Without bubblewrap this creates the worker's host scratch directory (removed when it stops).
     """
     label = isolation_label(isolation, audit)
-    if label.startswith("bwrap"):
+    kind = isolation_kind(label)
+    abi = landlock_abi() if "landlock" in label else 0
+    seccomp = filter_program() if kind != "bare" else None
+    if kind == "bwrap":
         uid = random.randrange(*SANDBOX_UID_RANGE) if os.geteuid() == 0 else None
-        config = _config(SCRATCH_INSIDE, True, _read_roots(), preload)
-        return Launch(tuple(_bwrap_argv([ZYGOTE_INSIDE, config], limits, uid)), label, env={})
+        landlock = {"abi": abi, "read": _landlock_read_roots(), "write": [SCRATCH_INSIDE]} if abi else None
+        config = _config(SCRATCH_INSIDE, True, preload, landlock=landlock, seccomp=seccomp)
+        return Launch(tuple(_bwrap_argv([ZYGOTE_INSIDE, config], limits, uid)), label, kind, env={},
+                      memory_cgroup="memcg" in label, landlock_abi=abi)
     scratch = tempfile.mkdtemp(prefix="finharness-sandbox-")
     env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch}
     prefix = ["unshare", "--net", "--"] if "netns" in label else []
-    if shutil.which("setpriv") is not None:
-        prefix += ["setpriv", "--pdeathsig", "KILL", "--"]  # the worker dies with the harness
-    config = _config(scratch, False, _read_roots(), preload)
+    if kind == "kernel":
+        prefix += _no_privileges(scratch)
+        # No mount namespace, so no sized private file system: the job directory is read-only (Landlock).
+        landlock = {"abi": abi, "read": [*_landlock_read_roots(), scratch], "write": []}
+        config = _config(scratch, False, preload, landlock=landlock, seccomp=seccomp)
+    else:
+        if shutil.which("setpriv") is not None:
+            prefix += ["setpriv", "--pdeathsig", "KILL", "--"]  # the worker dies with the harness
+        config = _config(scratch, False, preload)
     argv = [*prefix, sys.executable, "-I", "-B", str(ZYGOTE_SOURCE), config]
-    return Launch(tuple(argv), label, scratch_dir=scratch, env=env)
+    return Launch(tuple(argv), label, kind, scratch_dir=scratch, env=env, memory_cgroup="memcg" in label,
+                  landlock_abi=abi)

@@ -23,15 +23,19 @@ from contextlib import suppress
 from typing import Any
 
 from finharness.sandbox import _zygote
+from finharness.sandbox.cgroups import WorkerCgroup, memory_control
 from finharness.sandbox.launch import (
     PLAIN_PRELOAD,
     SCIENTIFIC_PRELOAD,
+    UNSAFE_WARNING,
     IsolationChoice,
     Launch,
+    isolation_kind,
     isolation_label,
+    missing_layers,
     plan_launch,
 )
-from finharness.sandbox.result import ExecResult, Limits, Mode
+from finharness.sandbox.result import ExecResult, Limits, Mode, SandboxStartError
 
 _REPLY_GRACE_S = 10.0
 """Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
@@ -64,10 +68,6 @@ def needs_scientific(code: str, job_text: str) -> bool:
     return False
 
 
-class SandboxStartError(RuntimeError):
-    """A worker could not be started (the message carries its stderr)."""
-
-
 class _WorkerLost(Exception):
     """The worker stopped answering: it died, or it broke the protocol."""
 
@@ -75,13 +75,24 @@ class _WorkerLost(Exception):
 class _Worker:
     """One warm zygote process and its pipes (used by one thread at a time)."""
 
-    def __init__(self, launch: Launch, tier: str):
+    def __init__(self, launch: Launch, tier: str, memory_mb: int):
         self.launch = launch
         self.tier = tier
         self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
+        self.cgroup = None
+        argv = launch.argv
+        if launch.memory_cgroup:
+            self.cgroup = WorkerCgroup(memory_control(), memory_mb)
+            # The shell joins the cgroup, then becomes the worker: everything it starts is counted.
+            argv = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *argv)
+        try:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
+        except BaseException:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+            raise
         self.jobs_done = 0
         self.cleanup_pending = False
         """True after an answer, until the worker's {"clean": true} has been read."""
@@ -98,6 +109,10 @@ class _Worker:
         if not reply.get("ready"):
             self.stop()
             raise SandboxStartError(f"sandbox worker sent {reply!r} instead of a ready message")
+        if reply.get("landlock_abi", 0) != self.launch.landlock_abi or reply.get("seccomp") != (
+                self.launch.kind != "bare"):
+            self.stop()
+            raise SandboxStartError(f"sandbox worker did not set up the layers of {self.launch.isolation}: {reply!r}")
         self.info = reply
 
     def request(self, job: dict, timeout_s: float) -> dict:
@@ -161,6 +176,8 @@ class _Worker:
                 stream.close()
         if self.launch.scratch_dir:
             shutil.rmtree(self.launch.scratch_dir, ignore_errors=True)
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def _stop_all(workers: set) -> None:
@@ -217,9 +234,11 @@ class Sandbox:
                  audit: bool = True, startup_timeout_s: float = 120.0, max_jobs_per_worker: int = 5000):
         """pool_size: workers of each kind (plain, scientific), i.e. runs at once per kind.
         limits: default limits of every run (Limits() when None).
-        isolation: "auto" (bubblewrap when it works here, else the rlimits fallback), "bwrap" (or
-        fail), "rlimits" (the fallback, e.g. to test it).
-        audit: install the audit guard in every job (required by the fallback).
+        isolation: "auto" (bubblewrap + seccomp + Landlock when bubblewrap works here, else seccomp +
+        Landlock without namespaces, else SandboxUnavailable naming what is missing), "bwrap" or
+        "kernel" (that, or SandboxUnavailable; "rlimits" is kernel's former name), "unsafe" (the
+        strongest available, down to "bare"; see `warning`), "bare" (rlimits + audit guard only).
+        audit: install the audit guard in every job (required by bare workers).
         max_jobs_per_worker: a worker is retired after this many jobs, as hygiene.
         """
         if pool_size < 1:
@@ -239,6 +258,10 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, _stop_all, self._live)
         self.isolation = isolation_label(isolation, audit)
         """The layers in force (recorded in every result too)."""
+        self.kind = isolation_kind(self.isolation)
+        """'bwrap', 'kernel' or 'bare' (no kernel-enforced isolation)."""
+        self.warning = UNSAFE_WARNING.format(missing=missing_layers()) if self.kind == "bare" else None
+        """What a user must be told before model code runs here (bare workers only), else None."""
         try:
             workers = [self._spawn(tier) for tier in TIERS for _ in range(pool_size)]
             for worker in workers:  # started together, awaited together
@@ -268,8 +291,10 @@ class Sandbox:
         """
         job = self._job(code, mode, inputs, call, limits or self.limits)
         worker = self._acquire("scientific" if needs_scientific(code, json.dumps(job)) else "plain")
-        replace = True
+        replace, reply = True, {}
         try:
+            if worker.cgroup is not None:
+                worker.cgroup.set_limit(max(self.limits.memory_mb, job["limits"]["memory_mb"]))
             reply = worker.request(job, job["limits"]["wall_s"] + _REPLY_GRACE_S)
             replace = worker.jobs_done >= self._max_jobs
         except TimeoutError:
@@ -279,6 +304,11 @@ class Sandbox:
             reply = {"status": "error", "error_class": "WorkerCrashed",
                      "message": f"the sandbox worker died during the run ({exc}); it was replaced"}
         finally:
+            if worker.cgroup is not None and reply.get("error_class") in ("Crashed", "WorkerCrashed") and (
+                    worker.cgroup.oom_killed_since_last_asked()):
+                reply = {**reply, "status": "memory", "error_class": "MemoryLimit",
+                         "message": f"the program's processes used more than {worker.cgroup.limit_mb} MB of "
+                                    "memory (shared memory and files in memory included) and were killed"}
             self._release(worker, replace)
         return self._result(reply, worker.launch.isolation)
 
@@ -308,7 +338,7 @@ class Sandbox:
 
     def _spawn(self, tier: str) -> _Worker:
         launch = plan_launch(self.limits, isolation=self._isolation_choice, audit=self.audit, preload=TIERS[tier])
-        worker = self._spawner.submit(_Worker, launch, tier).result()
+        worker = self._spawner.submit(_Worker, launch, tier, self.limits.memory_mb).result()
         with self._lock:
             if self._closed:
                 worker.stop()

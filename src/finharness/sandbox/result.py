@@ -9,6 +9,15 @@ Status = Literal["ok", "timeout", "memory", "error"]
 Mode = Literal["last_expression", "answer_variable", "call"]
 
 
+class SandboxStartError(RuntimeError):
+    """A worker could not be started (the message carries its stderr)."""
+
+
+class SandboxUnavailable(SandboxStartError):
+    """No kernel-enforced isolation can be set up here for the requested choice; the message names what is
+    missing and how to get it (or to accept the risk with isolation 'unsafe')."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one program run (each job process gets them afresh)."""
@@ -20,7 +29,8 @@ class Limits:
     """Wall-clock seconds from fork to result; the job and all it started are then killed."""
 
     memory_mb: int = 1024
-    """Address space of the job process (RLIMIT_AS), including the ~150 MB of preloaded numpy/pandas."""
+    """Address space of the job process (RLIMIT_AS), including the ~150 MB of preloaded numpy/pandas; also
+    the memory of the whole worker (its memory cgroup, where one can be had), shared memory and tmpfs included."""
 
     file_mb: int = 10
     """Largest file the program may write (RLIMIT_FSIZE)."""
@@ -29,7 +39,7 @@ class Limits:
     """Processes and threads the sandbox uid may have (RLIMIT_NPROC), the zygote included."""
 
     tmpfs_mb: int = 64
-    """Size of the private scratch filesystem (bubblewrap only; the fallback uses a host temp dir)."""
+    """Size of the private scratch filesystem (bubblewrap only; without it the job directory is read-only)."""
 
     stdout_chars: int = 10_000
     """Characters of printed output kept; the rest is counted and dropped."""
@@ -67,7 +77,7 @@ class ExecResult:
     """Wall seconds from fork to the end of the program (or to its kill)."""
 
     isolation: str = ""
-    """The layers in force for this run, e.g. "bwrap+audit" or "rlimits+audit" (see finharness.sandbox)."""
+    """The layers in force for this run, e.g. "bwrap+seccomp+landlock+memcg+audit" (see finharness.sandbox)."""
 
     call_errors: tuple[str | None, ...] | None = None
     """Call mode only: per argument list, "ExceptionClass: message" or None when the call succeeded."""
