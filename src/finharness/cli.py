@@ -10,9 +10,11 @@ from typing import Any, Optional
 import typer
 
 from .cli_common import LiveProgress, fail, parse_options, resolve_data_dir, resolve_store
+from .cli_plugins import plugin_app
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="finharness: measure how well language models do real financial work.")
+app = plugin_app(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                 help="finharness: measure how well language models do real financial work.")
+"""cli.py's own commands below; every other command is a plug-in, mounted when named (cli_plugins.py)."""
 
 
 def _package_version() -> str:
@@ -487,48 +489,6 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
         max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None)
-
-
-def _register_extensions() -> None:
-    """Sub-commands owned by other packages; each module imports its heavy parts lazily."""
-    from .data.cli import data_app
-    from .data.cli import register as register_data
-
-    register_data(app)
-    convert_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                              help="Convert other exam layouts into a benchmark's official layout.")
-    data_app.add_typer(convert_app, name="convert")
-    from .benchmarks.cfinbench.cli import register as register_cfinbench
-
-    register_cfinbench(convert_app)
-    build_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                            help="Build benchmark items from public sources (SEC-Num, CodeTAT-QA...).")
-    data_app.add_typer(build_app, name="build")
-    from .benchmarks.bizbench.cli import register_build
-
-    register_build(build_app)
-    from .benchmarks.ucfe.cli import register as register_ucfe
-
-    register_ucfe(app)
-    from .benchmarks.fintradebench.cli import register as register_fintradebench
-
-    register_fintradebench(app)
-    from .markets.cli import register as register_markets
-    from .rating.cli import register as register_rating
-    from .retrieval.cli import register as register_retrieval
-
-    register_markets(app)
-    register_rating(app)
-    register_retrieval(app)
-    from .ui.cli import register as register_ui
-
-    register_ui(app)
-    from .doctor import register as register_doctor
-
-    register_doctor(app)
-
-
-_register_extensions()
 
 
 def main() -> None:

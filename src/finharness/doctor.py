@@ -216,7 +216,3 @@ def doctor(engine_only: bool = typer.Option(False, "--engine-only", help="Only t
     if any(r.required and not r.ok for r in results):
         raise typer.Exit(1)
 
-
-def register(app: typer.Typer) -> None:
-    app.command()(doctor)
-

@@ -1,9 +1,11 @@
-"""Where tasks and backends come from: built in, an installed package's entry point, or a Python file.
+"""Where tasks, backends, commands and report sections come from: built in, an installed package's entry
+point, or (tasks) a Python file.
 
-One door for all three. benchmarks/registry.py (tasks) and backends/__init__.py (backends) name their
-built-ins as `name -> "module:attr"`; an installed distribution adds more under the entry-point groups
-`finharness.tasks` and `finharness.backends` (same `module:attr` values); a task may also be given as
-`path/to/file.py:ClassName`, loaded from that file. Each found thing is a `Plugin` carrying its
+One door for all of them. benchmarks/registry.py (tasks), backends/__init__.py (backends), cli_plugins.py and
+benchmarks/extensions.py (command groups, report sections) name their built-ins as `name -> "module:attr"`;
+an installed distribution adds more under the entry-point groups `finharness.tasks`, `finharness.backends`,
+`finharness.commands` and `finharness.report_sections` (same `module:attr` values); a task may also be given
+as `path/to/file.py:ClassName`, loaded from that file. Each found thing is a `Plugin` carrying its
 `Source`, which `finharness list` shows. Nothing is imported until it is used (`Plugin.load`), so
 start-up stays fast and a broken plugin only fails when it is asked for.
 
@@ -20,7 +22,6 @@ import sys
 import traceback
 from dataclasses import dataclass
 from functools import cached_property
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Mapping, Sequence
@@ -29,10 +30,14 @@ from .data.registry import sha256_file
 
 TASK_GROUP = "finharness.tasks"
 BACKEND_GROUP = "finharness.backends"
+COMMAND_GROUP = "finharness.commands"
+"""Command groups and commands of `finharness` (cli_plugins.py says what a name and its value mean)."""
+REPORT_SECTION_GROUP = "finharness.report_sections"
+"""Sections of the HTML report, each a report.sections.ReportSection."""
 
 
 class PluginError(ValueError):
-    """A task or backend that cannot be found or loaded; the message says which file, entry point or name."""
+    """A plug-in that cannot be found or loaded; the message says which file, entry point or name."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ BUILT_IN = Source("built-in")
 
 @dataclass(frozen=True)
 class Plugin:
-    """A named task class or backend factory, not imported yet."""
+    """A named plug-in (a task class, a backend factory, a command, a report section), not imported yet."""
 
     name: str
     target: str
@@ -66,7 +71,7 @@ class Plugin:
     """The distribution of an entry point (its Name in METADATA)."""
 
     def load(self) -> Any:
-        """The task class or backend factory, imported now. An entry point whose import fails is a PluginError
+        """The object, imported now. An entry point whose import fails is a PluginError
         naming it; a built-in's failure is the harness's own bug and raised as it is."""
         if self.source == BUILT_IN:
             return load_target(self.target)
@@ -146,6 +151,8 @@ def load_target(target: str) -> Any:
 
 def entry_point_plugins(group: str) -> list[Plugin]:
     """Every entry point of `group` in the installed distributions, by name (duplicates kept)."""
+    from importlib import metadata  # here: importing it costs start-up that a built-in name never needs
+
     found = []
     for ep in metadata.entry_points(group=group):
         dist = getattr(ep, "dist", None)

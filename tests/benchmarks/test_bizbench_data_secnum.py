@@ -7,10 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from finharness.benchmarks.bizbench.cli import register_build
 from finharness.benchmarks.bizbench.data import read_items_jsonl
 from finharness.benchmarks.bizbench.secnum import build_secnum, build_secnum_detailed, is_test_filing
 from finharness.data.errors import DataError
@@ -79,12 +77,10 @@ def test_real_apple_net_income_in_text(build):
 
 
 def test_cli_writes_bizbench_columns(filings, tmp_path):
-    app = typer.Typer()
-    build_app = typer.Typer()
-    register_build(build_app)
-    app.add_typer(build_app, name="build")
+    from finharness.cli import app
+
     out = tmp_path / "secnum.jsonl"
-    result = CliRunner().invoke(app, ["build", "secnum", "--filings", str(filings), "--out", str(out),
+    result = CliRunner().invoke(app, ["data", "build", "secnum", "--filings", str(filings), "--out", str(out),
                                       "--max-per-filing", "20", "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
@@ -93,7 +89,7 @@ def test_cli_writes_bizbench_columns(filings, tmp_path):
     assert {"id", "question", "answer", "task", "context", "context_type"} <= set(rows[0])
     assert {row["task"] for row in rows} == {"SEC-NUM"}
     assert len(read_items_jsonl(out)) == 60
-    bad = CliRunner().invoke(app, ["build", "secnum", "--filings", str(tmp_path / "none"), "--out", str(out)])
+    bad = CliRunner().invoke(app, ["data", "build", "secnum", "--filings", str(tmp_path / "none"), "--out", str(out)])
     assert bad.exit_code == 2 and "not a folder" in bad.output
 
 

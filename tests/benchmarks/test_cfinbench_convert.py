@@ -6,10 +6,8 @@ import csv
 import json
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from finharness.benchmarks.cfinbench.cli import register
 from finharness.benchmarks.cfinbench.convert import convert_ideafinbench
 from finharness.benchmarks.cfinbench.task import CFinBenchTask
 from finharness.data.errors import DataError
@@ -81,12 +79,11 @@ def test_bad_answer_names_file_and_line(tmp_path):
 
 def test_cli_command(converted, tmp_path):
     src, _, _ = converted
-    app = typer.Typer()
-    register(app)
-    app.command("noop")(lambda: None)  # a second command keeps `ideafinbench` a named subcommand
-    result = CliRunner().invoke(app, ["ideafinbench", str(src / "cpa_multi"), str(tmp_path / "out"), "--json"])
+    from finharness.cli import app
+
+    result = CliRunner().invoke(app, ["data", "convert", "ideafinbench", str(src / "cpa_multi"), str(tmp_path / "out"), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert list(summary["counts"]["val"]) == ["multi_choice"]
-    missing = CliRunner().invoke(app, ["ideafinbench", str(tmp_path / "nowhere"), str(tmp_path / "out2")])
+    missing = CliRunner().invoke(app, ["data", "convert", "ideafinbench", str(tmp_path / "nowhere"), str(tmp_path / "out2")])
     assert missing.exit_code == 2 and "no cpa_one or cpa_multi folder" in missing.output

@@ -261,14 +261,10 @@ def test_judge_agreement_reuses_rating_compare(tmp_path):
 
 
 def test_scale_writes_answerable_variants_and_the_task_reads_them(shared_data, tmp_path):
-    import typer
     from typer.testing import CliRunner
 
-    from finharness.benchmarks.fintradebench.cli import register
     from finharness.benchmarks.fintradebench.questions import read_questions
-
-    app = typer.Typer()
-    register(app)
+    from finharness.cli import app
     out = tmp_path / "scaled.csv"
     args = ["fintradebench", "scale", "--n", "8", "--seed", "3", "--out", str(out), "--data-dir", str(shared_data),
             "--json"]
@@ -324,13 +320,9 @@ def test_rag_with_the_real_retriever_shows_nothing_after_as_of(shared_data):
 
 
 def test_compare_cli_json(tmp_path):
-    import typer
     from typer.testing import CliRunner
 
-    from finharness.benchmarks.fintradebench.cli import register
-
-    app = typer.Typer()
-    register(app)
+    from finharness.cli import app
     a = _write_run(tmp_path / "a", "norag", {"F1": 0.4, "F2": 0.6, "T1": 0.2})
     b = _write_run(tmp_path / "b", "rag", {"F1": 0.8, "F2": 0.6, "T1": 0.4})
     result = CliRunner().invoke(app, ["fintradebench", "compare", str(a), str(b), "--json"])

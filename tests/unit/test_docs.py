@@ -109,7 +109,11 @@ def command_paths() -> list[str]:
     paths: list[str] = []
 
     def walk(command, prefix: list[str]) -> None:
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
+        if not hasattr(command, "list_commands"):
+            return
+        context = typer.Context(command)  # groups list what they mount (plug-ins) only when asked
+        for name in sorted(command.list_commands(context)):
+            sub = command.get_command(context, name)
             if getattr(sub, "hidden", False):
                 continue
             path = [*prefix, name]

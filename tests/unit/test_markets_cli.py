@@ -1,4 +1,4 @@
-"""`markets signals` through register() on a throwaway Typer app."""
+"""`markets signals` through the real command line."""
 
 from __future__ import annotations
 
@@ -7,19 +7,13 @@ import pandas as pd
 import typer
 from typer.testing import CliRunner
 
-from finharness.markets.cli import register
 from finharness.markets.prices import load_prices
 from finharness.markets.signals import SIGNAL_COLUMNS, compute_signals
 
 
 def make_app() -> typer.Typer:
-    app = typer.Typer()
+    from finharness.cli import app
 
-    @app.callback()
-    def main() -> None:  # a callback keeps `markets` a sub-command, as in the real CLI
-        pass
-
-    register(app)
     return app
 
 

@@ -1,4 +1,4 @@
-"""The `rate` command, on a Typer app made here."""
+"""The `rate` command, through the real command line (mounted as a plug-in: cli_plugins.py)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ import typer
 from typer.testing import CliRunner
 
 from finharness.rating import Match, write_matches
-from finharness.rating.cli import register
 
 
 @pytest.fixture()
 def app() -> typer.Typer:
-    app = typer.Typer()
+    from finharness.cli import app
 
-    @app.callback()
-    def main() -> None:
-        """Test app (a callback keeps `rate` a subcommand)."""
-
-    register(app)
     return app
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from finharness.benchmarks.bizbench.report import failure_class_counts
 from finharness.core.metrics import Metric
 from finharness.data.errors import DataError
 from finharness.rating import Match
 from finharness.report import build_html_report, load_run, write_html_report
+from finharness.report.pairwise import judge_behaviour, load_ratings, win_counts
 from finharness.report.runinfo import sample_details
-from finharness.report.sections import failure_classes
-from finharness.report.ucfe import judge_behaviour, load_ratings, win_counts
 from finharness.stats import mean_ci
 
 
@@ -83,7 +83,7 @@ def test_bizbench_failure_classes(tmp_path: Path):
                {"id": "6", "score": {"value": 0.0, "values": {}}, "extraction": {"rule": "code", "parsed": True}}]
     path = write_run(tmp_path, "biz", "bizbench/fincode", "m", samples, {"accuracy": metric([1, 0, 0, 0, 0])})
     run = load_run(path)
-    assert failure_classes(run) == {"timeout": 2, "unparseable (none)": 1, "call failed": 1, "wrong answer": 1}
+    assert failure_class_counts(run) == {"timeout": 2, "unparseable (none)": 1, "call failed": 1, "wrong answer": 1}
     html = build_html_report([run])
     biz = section_of(html, "bizbench")
     assert "Failure classes" in biz and "timeout" in biz and "BizBench failure classes" in biz

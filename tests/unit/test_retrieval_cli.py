@@ -10,18 +10,11 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from finharness.retrieval.cli import register
-
 from .retrieval_fakes import tiny_data_root
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-
-    @app.command("other")  # a second command, so typer keeps `retrieve` as a named sub-command
-    def other() -> None:
-        pass
+    from finharness.cli import app
 
     return app
 

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from finharness.rating import Match, cohen_kappa, compare_ratings, read_matches, write_matches
 from finharness.rating.rate import RatingOptions, rate_table
-from finharness.ui.cli import register
 from finharness.ui.exports import agreement, export_matches, export_rubric
 from finharness.ui.queue import load_pairs, load_rubric
 from finharness.ui.storage import RaterStore
@@ -80,13 +79,8 @@ def test_agreement_refuses_a_judge_with_two_verdicts_on_one_item(tmp_path):
 
 
 def _cli() -> typer.Typer:
-    app = typer.Typer()
+    from finharness.cli import app
 
-    @app.callback()
-    def main() -> None:
-        pass
-
-    register(app)
     return app
 
 

@@ -1,4 +1,5 @@
-"""`finharness data ...`: the dataset registry on the command line (list, pull)."""
+"""`finharness data ...`: the dataset registry on the command line (list, pull), and the `convert` and `build`
+groups that benchmarks add commands to."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from .registry import resolve_data_dir
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Benchmark data: official sources, checksums, licences; pull into the data dir.")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `data` command group to the main CLI."""
-    app.add_typer(data_app, name="data")
+# groups the benchmarks mount their commands in (`data.convert.NAME`, `data.build.NAME`: cli_plugins.py)
+data_app.add_typer(typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                               help="Convert other exam layouts into a benchmark's official layout."), name="convert")
+data_app.add_typer(typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                               help="Build benchmark items from public sources (SEC-Num, CodeTAT-QA...)."), name="build")
 
 
 @data_app.command("list")

@@ -13,11 +13,6 @@ markets_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_marku
                           help="Market data: prices and the FinTradeBench trading signals.")
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `markets` command group to the main CLI."""
-    app.add_typer(markets_app, name="markets")
-
-
 @markets_app.command("signals")
 def signals_command(
     prices: Path = typer.Option(..., "--prices", help="Daily price file: nasdaq.com export, FinTradeBench "

@@ -54,66 +54,62 @@ def _print_agreement(console: Console, agreement: "RatingAgreement", a: Path, b:
             console.print(f"only in {path}: {', '.join(missing)}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `rate` command to `app`."""
+def rate_command(
+    matches: Optional[Path] = typer.Argument(
+        None, help="JSONL matches: {task, model_a, model_b, winner: model_a|model_b|tie}."),
+    method: MethodChoice = typer.Option(
+        MethodChoice.elo, "--method", help="elo: online, in file order (UCFE). bt: Bradley–Terry."),
+    by: Optional[ByChoice] = typer.Option(
+        None, "--by", help="'task': also rate each task and the zero-/few-shot groups."),
+    k: float = typer.Option(4.0, "--k", help="Elo K factor."),
+    scale: float = typer.Option(400.0, "--scale", help="Rating points per factor `base` in the odds."),
+    base: float = typer.Option(10.0, "--base", help="Base of the odds."),
+    init: float = typer.Option(1000.0, "--init", help="Elo start rating; Bradley–Terry mean."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap rounds (0: no CIs)."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    compare: Optional[tuple[Path, Path]] = typer.Option(
+        None, "--compare", help="Compare the overall ratings of two `rate --json` outputs."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    hard: bool = typer.Option(False, "--hard", help="Rate by the hard verdicts even where a line has a soft "
+                              "`outcome` (by default the outcome is used: Elo S = outcome, BT fractional wins)."),
+) -> None:
+    """Rate models from pairwise matches (Elo or Bradley–Terry, bootstrap 95% CIs); soft outcomes allowed."""
+    from .base import RatingScale
+    from .compare import compare_ratings, load_rating_values
+    from .matches import MatchFileError, read_matches
+    from .rate import RatingOptions, rate_matches
 
-    @app.command("rate")
-    def rate(
-        matches: Optional[Path] = typer.Argument(
-            None, help="JSONL matches: {task, model_a, model_b, winner: model_a|model_b|tie}."),
-        method: MethodChoice = typer.Option(
-            MethodChoice.elo, "--method", help="elo: online, in file order (UCFE). bt: Bradley–Terry."),
-        by: Optional[ByChoice] = typer.Option(
-            None, "--by", help="'task': also rate each task and the zero-/few-shot groups."),
-        k: float = typer.Option(4.0, "--k", help="Elo K factor."),
-        scale: float = typer.Option(400.0, "--scale", help="Rating points per factor `base` in the odds."),
-        base: float = typer.Option(10.0, "--base", help="Base of the odds."),
-        init: float = typer.Option(1000.0, "--init", help="Elo start rating; Bradley–Terry mean."),
-        bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Bootstrap rounds (0: no CIs)."),
-        seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-        compare: Optional[tuple[Path, Path]] = typer.Option(
-            None, "--compare", help="Compare the overall ratings of two `rate --json` outputs."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-        hard: bool = typer.Option(False, "--hard", help="Rate by the hard verdicts even where a line has a soft "
-                                  "`outcome` (by default the outcome is used: Elo S = outcome, BT fractional wins)."),
-    ) -> None:
-        """Rate models from pairwise matches (Elo or Bradley–Terry, bootstrap 95% CIs); soft outcomes allowed."""
-        from .base import RatingScale
-        from .compare import compare_ratings, load_rating_values
-        from .matches import MatchFileError, read_matches
-        from .rate import RatingOptions, rate_matches
-
-        console = Console()
-        if compare is not None:
-            if matches is not None:
-                fail("give either MATCHES.jsonl or --compare A.json B.json, not both")
-            try:
-                agreement = compare_ratings(*(load_rating_values(p) for p in compare))
-            except ValueError as err:
-                fail(str(err))
-            if as_json:
-                typer.echo(json.dumps(agreement.to_json(), ensure_ascii=False, indent=2))
-            else:
-                _print_agreement(console, agreement, *compare)
-            return
-        if matches is None:
-            fail("missing MATCHES.jsonl (or use --compare A.json B.json)")
+    console = Console()
+    if compare is not None:
+        if matches is not None:
+            fail("give either MATCHES.jsonl or --compare A.json B.json, not both")
         try:
-            loaded = read_matches(matches)
-        except MatchFileError as err:
+            agreement = compare_ratings(*(load_rating_values(p) for p in compare))
+        except ValueError as err:
             fail(str(err))
-        if not loaded:
-            fail(f"{matches}: no matches in the file")
-        options = RatingOptions(method=method.value, scale=RatingScale(scale, base, init), k=k,
-                                bootstrap=bootstrap, seed=seed, hard=hard)
-        report = rate_matches(loaded, options, by_task=by is ByChoice.task)
         if as_json:
-            typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
-            return
-        _print_table(console, "overall", report.overall)
-        for name, table in (report.groups or {}).items():
-            _print_table(console, name, table)
-        for task, table in (report.by_task or {}).items():
-            _print_table(console, task, table)
-        for note in report.notes:
-            console.print(f"note: {note}")
+            typer.echo(json.dumps(agreement.to_json(), ensure_ascii=False, indent=2))
+        else:
+            _print_agreement(console, agreement, *compare)
+        return
+    if matches is None:
+        fail("missing MATCHES.jsonl (or use --compare A.json B.json)")
+    try:
+        loaded = read_matches(matches)
+    except MatchFileError as err:
+        fail(str(err))
+    if not loaded:
+        fail(f"{matches}: no matches in the file")
+    options = RatingOptions(method=method.value, scale=RatingScale(scale, base, init), k=k,
+                            bootstrap=bootstrap, seed=seed, hard=hard)
+    report = rate_matches(loaded, options, by_task=by is ByChoice.task)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        return
+    _print_table(console, "overall", report.overall)
+    for name, table in (report.groups or {}).items():
+        _print_table(console, name, table)
+    for task, table in (report.by_task or {}).items():
+        _print_table(console, task, table)
+    for note in report.notes:
+        console.print(f"note: {note}")

@@ -19,10 +19,10 @@ from .. import __version__
 from ..data.io import atomic_write_text
 from .leaderboard import leaderboard_section
 from .markup import section
+from .pairwise import load_ratings, rate_for_report
 from .runinfo import DEFAULT_TRANSCRIPTS_PER_RUN, health_section_body, transcripts_body
 from .runs import RunData, load_runs
 from .sections import benchmark_sections
-from .ucfe import load_ratings, rate_for_report, ucfe_section
 
 PathLike = str | Path
 
@@ -140,11 +140,7 @@ def build_html_report(runs: Sequence[RunData], *, matches: Sequence[Any] | None 
     sections: list[tuple[str, str, Markup]] = []
     if runs:
         sections.append(("leaderboard", "Leaderboard", leaderboard_section(runs)))
-        sections += benchmark_sections(runs)
-    if matches or ratings:
-        sources = ", ".join(dict.fromkeys(source for source, _ in ratings)) or "the matches"
-        sections.append(("ucfe", "UCFE", section("ucfe", "UCFE: pairwise ratings", ucfe_section(matches, ratings),
-                                                 intro=f"Ratings from {sources}.")))
+    sections += benchmark_sections(runs, matches=matches, ratings=ratings)
     if runs:
         sections.append(("runs", "Run health", section("runs", "Run health", health_section_body(runs),
                                                        intro="Every truncation, unparseable answer, retry, failure "
@@ -173,7 +169,7 @@ def write_html_report(run_dirs: Iterable[PathLike], out_file: PathLike, *,
                       matches: PathLike | Iterable[PathLike] | None = None,
                       ratings: PathLike | Iterable[PathLike] | None = None,
                       transcripts_per_run: int | None = DEFAULT_TRANSCRIPTS_PER_RUN) -> Path:
-    """Write the report for `run_dirs` (and UCFE `matches` JSONL / `rate --json` `ratings` files) to `out_file`.
+    """Write the report for `run_dirs` (and pairwise `matches` JSONL / `rate --json` `ratings` files) to `out_file`.
 
     Bad input raises DataError (or rating.MatchFileError) naming the file and line. With matches
     but no ratings, Elo and Bradley–Terry are computed here. Returns the path written."""

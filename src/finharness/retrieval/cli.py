@@ -13,11 +13,6 @@ import typer
 from ..cli_common import fail, resolve_data_dir
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `retrieve` command to the main CLI."""
-    app.command("retrieve")(retrieve_command)
-
-
 def retrieve_command(
     ticker: str = typer.Option(..., "--ticker", help="Ticker, e.g. AAPL (folders like Goog match GOOG)."),
     as_of: str = typer.Option(..., "--as-of", help="YYYY-MM-DD: nothing filed or priced after it is retrieved."),

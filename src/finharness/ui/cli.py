@@ -209,8 +209,3 @@ def agreement(human: Path = typer.Option(..., help="Human matches (`ui export --
     typer.echo(f"items: {report.items_compared} verdicts compared ({report.human_only} human-only)   "
                f"Cohen's κ {format_number(report.kappa, 3)}   MAE {format_number(report.item_mae, 3)}   "
                f"same outcome {format_number(report.exact_agreement, 3)}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `ui` command group to the main CLI."""
-    app.add_typer(ui_app, name="ui")

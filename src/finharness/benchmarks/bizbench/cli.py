@@ -1,9 +1,7 @@
-"""CLI pieces the main CLI mounts under `finharness data build`:
+"""Commands mounted in the `finharness data build` group (benchmarks/extensions.py COMMANDS):
 
   finharness data build secnum --filings DIR --out FILE.jsonl
   finharness data build tatqa  --tatqa DIR --out-dir DIR
-
-The main CLI owns the `data build` group and calls `register_build(build_app)`.
 """
 
 from __future__ import annotations
@@ -75,9 +73,3 @@ def tatqa_command(
         reasons = ", ".join(f"{k} {v}" for k, v in row["dropped"].items()) or "none"
         typer.echo(f"{row['task']:10} {row['split']:5} kept {row['kept']}/{row['candidates']} (dropped: {reasons})")
     typer.echo(f"wrote {out_dir / 'codetatqa.jsonl'} and {out_dir / 'tatqa-e.jsonl'}")
-
-
-def register_build(build_app: typer.Typer) -> None:
-    """Add `secnum` and `tatqa` to the `data build` command group."""
-    build_app.command("secnum")(secnum_command)
-    build_app.command("tatqa")(tatqa_command)

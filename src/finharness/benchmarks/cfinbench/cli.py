@@ -1,8 +1,5 @@
-"""CLI pieces the main CLI mounts: `finharness data convert ideafinbench SRC DEST`.
-
-The main CLI owns the `data` and `data convert` groups and calls `register(convert_app)`; this
-module only adds the `ideafinbench` command to the group it is given.
-"""
+"""`finharness data convert ideafinbench SRC DEST`, mounted in the `data convert` group (benchmarks/extensions.py
+COMMANDS)."""
 
 from __future__ import annotations
 
@@ -35,8 +32,3 @@ def ideafinbench_command(
     if summary.skipped_blank_rows:
         typer.echo(f"skipped {summary.skipped_blank_rows} blank CSV rows")
     typer.echo(f"wrote {dest}; run it with: finharness run cfinbench --data-dir {dest} --model SPEC")
-
-
-def register(convert_app: typer.Typer) -> None:
-    """Add `ideafinbench` to the `data convert` command group."""
-    convert_app.command("ideafinbench")(ideafinbench_command)

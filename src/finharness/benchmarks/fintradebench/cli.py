@@ -1,7 +1,7 @@
 """`finharness fintradebench scale|compare|agreement|fundamentals`.
 
-The main CLI calls `register(app)`, which adds the `fintradebench` command group; heavy imports
-happen inside the commands.
+Mounted as `finharness fintradebench`, its `build` group from construction/cli.py (benchmarks/extensions.py
+COMMANDS); heavy imports happen inside the commands.
 """
 
 from __future__ import annotations
@@ -117,11 +117,3 @@ def fundamentals_command(
     except DataError as err:
         fail(str(err))
     typer.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_agreement(rows))
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `fintradebench` command group (with its `build` sub-group) to the main CLI."""
-    from .construction.cli import build_app
-
-    fintradebench_app.add_typer(build_app, name="build")
-    app.add_typer(fintradebench_app, name="fintradebench")

@@ -1,7 +1,7 @@
 """`finharness ucfe judge RUN_A RUN_B --judge SPEC`: compare two sets of UCFE dialogues with an LLM judge.
 
-The main CLI calls `register(app)`, which adds the `ucfe` command group; everything heavy is
-imported inside the command.
+Mounted as `finharness ucfe` (benchmarks/extensions.py COMMANDS); everything heavy is imported inside the
+command.
 """
 
 from __future__ import annotations
@@ -141,8 +141,3 @@ def _print_summary(result: dict[str, Any]) -> None:
         console.print(f"note: {note}")
     console.print(f"matches: {result['matches_file']}  (rate them: finharness rate {result['matches_file']} "
                   "--method bt)")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the `ucfe` command group to the main CLI."""
-    app.add_typer(ucfe_app, name="ucfe")

@@ -1,4 +1,7 @@
-"""UCFE: ratings (Elo, Bradley–Terry) with CIs, the win-count matrix, per-task results, judge behaviour.
+"""Pairwise ratings (Elo, Bradley–Terry) with CIs, the win-count matrix, per-task results, judge behaviour.
+
+What `finharness report --matches/--ratings` shows, inside the section of the benchmark whose runs are
+compared in pairs (a ReportSection with `pairwise`) or, without one, in a section of its own.
 
 Inputs (any of them):
 - matches: JSONL lines {"task", "item_id", "model_a", "model_b", "winner": "model_a"|"model_b"|"tie",
@@ -122,7 +125,7 @@ def _rate_text(e: Estimate) -> Markup:
     return Markup('{v}<span class="ci">{ci} n={n}</span>').format(v=fmt_metric(e.value), ci=fmt_ci(e.ci95), n=e.n)
 
 
-def ratings_block(data: Mapping[str, Any], source: str) -> Markup:
+def ratings_block(data: Mapping[str, Any], source: str, label: str) -> Markup:
     method = str(data.get("method", "?"))
     title = {"elo": "Elo", "bt": "Bradley–Terry"}.get(method, method)
     overall = data["overall"]
@@ -132,7 +135,7 @@ def ratings_block(data: Mapping[str, Any], source: str) -> Markup:
                      (r.get("wins") or 0) + (r.get("ties") or 0) + (r.get("losses") or 0))
                for name, r in ratings.items()]
     standings, _ = rank_entries(entries)
-    chart = bar_chart(f"UCFE {title} ratings with 95% bootstrap intervals",
+    chart = bar_chart(f"{label} {title} ratings with 95% bootstrap intervals",
                       [BarGroup(s.entry.label, (Bar(s.entry.value, s.entry.ci95, s.entry.n),)) for s in standings],
                       percent=False, baseline=init,
                       desc=f"{title} rating per model from {overall.get('n_matches', '?')} matches; bars start at {init:g}")
@@ -164,16 +167,19 @@ def _per_task_ratings(data: Mapping[str, Any]) -> Markup:
     return table(["task / setting", "matches", *models], rows, caption="Ratings per task (each rated on its own)")
 
 
-def ucfe_section(matches: Sequence[Any] | None, ratings: Sequence[tuple[str, Mapping[str, Any]]]) -> Markup:
-    parts = [ratings_block(data, source) for source, data in ratings]
+def pairwise_body(matches: Sequence[Any] | None, ratings: Sequence[tuple[str, Mapping[str, Any]]],
+                  label: str = "Pairwise") -> Markup:
+    """Ratings, win counts, per-task scores and judge behaviour; `label` (the benchmark) heads the chart titles."""
+    sources = ", ".join(dict.fromkeys(source for source, _ in ratings)) or "the matches"
+    parts = [note(f"Ratings from {sources}.")] + [ratings_block(data, source, label) for source, data in ratings]
     if matches:
-        parts.append(_win_matrix(matches))
+        parts.append(_win_matrix(matches, label))
         parts.append(_per_task_matches(matches))
         parts.append(_judges(matches))
     return Markup("").join(parts)
 
 
-def _win_matrix(matches: Sequence[Any]) -> Markup:
+def _win_matrix(matches: Sequence[Any], label: str) -> Markup:
     models, wins, ties = win_counts(matches)
     top = max(wins.values(), default=1)
     cells = []
@@ -187,11 +193,10 @@ def _win_matrix(matches: Sequence[Any]) -> Markup:
             row.append(Cell(won, text=str(won), tooltip=f"{a} beat {b} {won}×, lost {lost}×, tied {tied}×"))
         cells.append(row)
     return subsection("Win counts",
-                      figure(heatmap("UCFE win counts: row model beat column model", models, models, cells,
+                      figure(heatmap(f"{label} win counts: row model beat column model", models, models, cells,
                                      domain=(0, top), percent=False, legend_label="wins", row_header="winner",
                                      column_header="loser"),
-                             "Cell = how often the row model beat the column model (as UCFE's Figure 14); "
-                             "ties are in the tooltips."))
+                             "Cell = how often the row model beat the column model; ties are in the tooltips."))
 
 
 def _per_task_matches(matches: Sequence[Any]) -> Markup:

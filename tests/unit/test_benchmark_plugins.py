@@ -1,0 +1,153 @@
+"""A benchmark plugs itself in (issue 28, item 5): its task, its commands and its report section come from one
+installed distribution's entry points (`finharness.tasks`, `finharness.commands`, `finharness.report_sections`),
+and neither cli.py nor report/ names it. The built-in benchmarks come through the same tables
+(benchmarks/extensions.py), and a command plug-in is imported only when it is named.
+
+The distribution is a temporary folder on sys.path with a `*.dist-info` (test_plugins.fake_distribution)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finharness.cli import app
+from finharness.report import write_html_report
+
+from .test_plugins import fake_distribution, forget_modules  # noqa: F401  (forget_modules: a fixture)
+
+pytestmark = pytest.mark.usefixtures("forget_modules")
+
+ACME = '''\
+import typer
+
+from finharness.core.task import Task
+from finharness.core.types import Message, Sample, Score
+
+
+class AcmeTask(Task):
+    name = "acme"
+    description = "three acme questions"
+
+    def load(self, data_dir):
+        return [Sample(id=f"acme/{i}", input={"q": f"question {i}"}, target="A") for i in range(3)]
+
+    async def solve(self, sample, models):
+        return (await models.model.chat([Message("user", sample.input["q"])])).text
+
+    def score(self, sample, prediction):
+        return Score(value=float("A" in prediction))
+
+
+acme_app = typer.Typer(no_args_is_help=True, help="Acme: tools of the acme benchmark.")
+
+
+@acme_app.command("hello")
+def hello(name: str = typer.Option("world", "--name")) -> None:
+    """Greet from the acme benchmark."""
+    typer.echo(f"hello {name} from acme")
+
+
+def convert_command(src: str) -> None:
+    """Convert acme exam files into the acme layout."""
+    typer.echo(f"converted {src}")
+'''
+
+ACME_REPORT = '''\
+from markupsafe import Markup
+
+from finharness.report.sections import ReportSection
+
+
+def render(runs):
+    return Markup('<p class="acme-count">{} acme run(s) drawn by the acme section</p>').format(len(runs))
+
+
+SECTION = ReportSection("Acme Bench", applies=lambda task: task == "acme", render=render)
+'''
+
+
+def acme_distribution(root: Path, monkeypatch, commands: dict[str, str] | None = None,
+                      sections: dict[str, str] | None = None, modules: dict[str, str] | None = None) -> Path:
+    """acme-bench 0.3: a task, a command group, a command in `data convert`, a report section (and `commands`,
+    `sections`, `modules` besides)."""
+    fake_distribution(root, "acme-bench", "0.3", {
+        "finharness.tasks": {"acme": "acme_bench:AcmeTask"},
+        "finharness.commands": {"acme": "acme_bench:acme_app", "data.convert.acme": "acme_bench:convert_command",
+                                **(commands or {})},
+        "finharness.report_sections": {"acme": "acme_report:SECTION", **(sections or {})},
+    }, {"acme_bench": ACME, "acme_report": ACME_REPORT, **(modules or {})})
+    monkeypatch.syspath_prepend(str(root))
+    return root
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_an_installed_benchmark_adds_its_commands(tmp_path, monkeypatch):
+    acme_distribution(tmp_path, monkeypatch)
+    help_text = invoke("--help").output
+    assert "acme " in help_text and "Acme: tools of the acme benchmark." in help_text
+    assert "ucfe " in help_text and "data " in help_text  # the built-ins, through the same door
+    greeted = invoke("acme", "hello", "--name", "Ada")
+    assert greeted.exit_code == 0 and greeted.output == "hello Ada from acme\n"
+    # a dotted name mounts into an existing group, beside the built-in benchmark's command there
+    convert_help = invoke("data", "convert", "--help").output
+    assert "acme " in convert_help and "ideafinbench " in convert_help
+    converted = invoke("data", "convert", "acme", "exam.csv")
+    assert converted.exit_code == 0 and converted.output == "converted exam.csv\n"
+
+
+def test_without_the_distribution_the_command_is_unknown():
+    result = invoke("acme", "hello")
+    assert result.exit_code == 2 and "No such command 'acme'" in result.output
+
+
+def test_an_installed_benchmark_adds_its_report_section(tmp_path, monkeypatch):
+    acme_distribution(tmp_path / "dist", monkeypatch)
+    run = invoke("run", "acme", "--model", "fake?reply=Answer: A", "--out", str(tmp_path / "acme_run"), "-q")
+    assert run.exit_code == 0, run.output
+    html = write_html_report([tmp_path / "acme_run"], tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<section id="acme-bench"><h2>Acme Bench</h2>' in html
+    assert '<a href="#acme-bench">Acme Bench</a>' in html
+    assert "1 acme run(s) drawn by the acme section" in html
+    assert 'id="task-acme"' not in html  # the generic section did not take the run as well
+    assert json.loads((tmp_path / "acme_run" / "results.json").read_text())["metrics"]["accuracy"]["value"] == 1.0
+
+
+def test_broken_plug_ins_are_named_and_fail_alone(tmp_path, monkeypatch):
+    acme_distribution(tmp_path / "dist", monkeypatch, commands={"acme-broken": "acme_broken:app"},
+                      sections={"acme-wrong": "acme_wrong:SECTION"},
+                      modules={"acme_broken": "raise RuntimeError('acme is broken')\n",
+                               "acme_wrong": "SECTION = 'not a section'\n"})
+    listed = invoke("--help")
+    assert listed.exit_code == 0 and "acme-broken" in listed.output and "cannot be loaded" in listed.output
+    broken = invoke("acme-broken")
+    assert broken.exit_code == 2
+    assert "acme-broken" in broken.output and "RuntimeError: acme is broken" in broken.output
+    assert invoke("acme", "hello").exit_code == 0  # the rest of the distribution still works
+    run = invoke("run", "acme", "--model", "fake?reply=A", "--out", str(tmp_path / "run"), "-q")
+    assert run.exit_code == 0, run.output
+    html = write_html_report([tmp_path / "run"], tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "report section &#39;acme-wrong&#39; (entry point (acme-bench 0.3), acme_wrong:SECTION) is a str" in html
+    assert 'id="acme-bench"' in html
+
+
+def test_a_built_in_name_wins_over_an_entry_point(tmp_path, monkeypatch):
+    fake_distribution(tmp_path, "acme-clash", "1.0", {"finharness.commands": {"ucfe": "acme_clash:app"}},
+                      {"acme_clash": "raise RuntimeError('never imported')\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = invoke("ucfe", "--help")
+    assert result.exit_code == 0 and "judge" in result.output
+
+
+def test_importing_the_command_line_imports_no_command_group():
+    code = ("import sys, finharness.cli; "
+            "print(sorted(m for m in sys.modules if m.endswith('.cli') or m == 'importlib.metadata'))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "['finharness.cli']"
