@@ -1,4 +1,5 @@
-"""Imports go one way: no import circle inside src/finharness (issue 20, item 2).
+"""Imports go one way: no import circle inside src/finharness (issue 20, item 2), and no import from a floor
+below to a floor above (issue 28, item 6).
 
 The graph is read from the source with `ast`, not from what Python happens to import: every
 `import finharness.x` and `from ... import` (absolute or relative) of a finharness module is an
@@ -9,15 +10,26 @@ test was written no circle existed through function-level imports either, so non
 Imports by string (`importlib.import_module` in benchmarks/registry.py, util.lazy_exports) are not
 edges: they name their target only when called.
 
-The command line is the top of the graph: `finharness.cli` registers every command group, so
+The command line is the top of the graph: `finharness.cli` mounts every command group, so
 nothing but the entry point (`python -m finharness`) imports it; what the groups share is in
 `finharness.cli_common`.
+
+Floors, bottom to top (FLOORS): leaf utilities (stats, extract, data, util), core (and plugins.py, the door
+tasks and backends come through), shared services (backends, markets, retrieval, judges, rating, sandbox,
+and the package's own __init__, whose public `open_model` is a backend's), benchmarks, report and ui, the
+command line. A module may import its own floor or one below. Two roles sit on a floor of their own
+wherever their file is: a command module (`cli.py`, `cli_*.py`: it drives its package from the command
+line and imports cli_common) is on the command-line floor, and a benchmark's report section
+(`benchmarks/NAME/report.py`: it draws with report/) is on the report floor; so a package keeps its
+commands and a benchmark its commands and section beside the code they drive, and nothing under them may
+import them.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "src" / "finharness"
@@ -138,6 +150,46 @@ def import_cycles(edges: list[Edge]) -> list[list[str]]:
     return sorted(components)
 
 
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("leaf utilities", ("finharness.stats", "finharness.stats.*", "finharness.extract", "finharness.extract.*",
+                        "finharness.data", "finharness.data.*", "finharness.util")),
+    ("core", ("finharness.core", "finharness.core.*", "finharness.plugins")),
+    ("shared services", ("finharness", *(f"finharness.{name}{tail}" for name in
+                                         ("backends", "markets", "retrieval", "judges", "rating", "sandbox")
+                                         for tail in ("", ".*")))),
+    ("benchmarks", ("finharness.benchmarks", "finharness.benchmarks.*")),
+    ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*")),
+    ("command line", ("finharness.cli", "finharness.__main__", "finharness.doctor")),
+)
+"""(floor, module patterns), bottom first; a module sits on the floor of its first matching pattern."""
+
+ROLES: tuple[tuple[str, str], ...] = (
+    ("*.cli", "command line"),
+    ("*.cli_*", "command line"),
+    ("finharness.benchmarks.*.report", "report and ui"),
+)
+"""(module pattern, floor): roles that put a module on a floor whatever package holds it; before FLOORS."""
+
+
+def floor_of(module: str, floors=FLOORS, roles=ROLES) -> int | None:
+    """The index in `floors` of `module`'s floor (None: no pattern matches it)."""
+    names = [name for name, _ in floors]
+    for pattern, floor in roles:
+        if fnmatchcase(module, pattern):
+            return names.index(floor)
+    return next((i for i, (_, patterns) in enumerate(floors) if any(fnmatchcase(module, p) for p in patterns)), None)
+
+
+def upward_imports(edges: list[Edge], floors=FLOORS, roles=ROLES) -> list[str]:
+    """Each import of a module on a floor above the importer's, said with both floors."""
+    out = []
+    for e in edges:
+        low, high = floor_of(e.source, floors, roles), floor_of(e.target, floors, roles)
+        if low is not None and high is not None and high > low:
+            out.append(f"{e}  ({floors[low][0]} imports {floors[high][0]})")
+    return out
+
+
 def describe(cycles: list[list[str]], edges: list[Edge]) -> str:
     lines = []
     for component in cycles:
@@ -152,6 +204,16 @@ def test_no_import_circle_in_the_package():
     assert len({e.source for e in edges}) > 100  # the walk saw the package
     cycles = import_cycles(edges)
     assert not cycles, "\n" + describe(cycles, edges)
+
+
+def test_every_module_sits_on_a_floor():
+    modules = {e.source for e in import_edges(PACKAGE_ROOT)} | set(package_modules(PACKAGE_ROOT))
+    assert sorted(m for m in modules if floor_of(m) is None) == []
+
+
+def test_no_import_goes_up_a_floor():
+    upward = upward_imports(import_edges(PACKAGE_ROOT))
+    assert not upward, "imports from a floor below to a floor above:\n" + "\n".join(upward)
 
 
 def test_only_the_entry_point_imports_the_command_line():
@@ -199,3 +261,20 @@ def test_a_package_whose_names_are_not_submodules_is_the_edge(tmp_path: Path):
     assert edges == {("pkg", "pkg.core"), ("pkg.core", "pkg.core.types"), ("pkg.user", "pkg.core"),
                      ("pkg.user", "pkg.core.types")}
     assert import_cycles(import_edges(package)) == []
+
+
+def test_the_floor_check_finds_a_planted_upward_import(tmp_path: Path):
+    package = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/helpers.py": "def f():\n    from ..high.tool import run\n",   # up, inside a function
+        "pkg/low/cli.py": "from ..high import tool\n",                           # a command module: top floor
+        "pkg/high/__init__.py": "",
+        "pkg/high/tool.py": "from ..low.helpers import f\n",                     # down: fine
+        "pkg/high/reads_commands.py": "from ..low import cli\n",                 # up to the command floor
+    })
+    floors = (("low", ("pkg.low", "pkg.low.*")), ("high", ("pkg", "pkg.high", "pkg.high.*")), ("commands", ()))
+    roles = (("*.cli", "commands"),)
+    found = upward_imports(import_edges(package), floors, roles)
+    assert sorted(found) == ["pkg.high.reads_commands -> pkg.low.cli  line 1  (high imports commands)",
+                             "pkg.low.helpers -> pkg.high.tool  line 2 (inside a function)  (low imports high)"]

@@ -36,8 +36,8 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence
 from ..core.metrics import Metric
 from ..core.types import GenerateParams, Message, Score
 from ..judges.soft import label_distribution
-from ..rating.compare import cohen_kappa
 from ..stats import proportion_ci
+from ..stats.agreement import cohen_kappa
 
 METHODS: tuple[str, ...] = ("ll", "letters", "gen")
 """The ways to ask, in headline order."""

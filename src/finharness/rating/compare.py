@@ -1,9 +1,9 @@
-"""Agreement between two rating tables, and between two raters' verdicts.
+"""Agreement between two rating tables.
 
 UCFE validates its LLM judge by correlating benchmark ratings with human preference (Pearson
 r = 0.78); `compare_ratings` computes that, plus Spearman and the mean absolute difference.
-`cohen_kappa` measures chance-corrected agreement of two raters on the same items (e.g. an LLM
-judge's ``model_a``/``model_b``/``tie`` verdicts against a human's).
+Agreement of two raters' verdicts item by item (Cohen's κ) is stats.agreement.cohen_kappa, re-exported
+here as `rating.cohen_kappa`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
+from ..stats.agreement import cohen_kappa as cohen_kappa  # re-exported: rating.cohen_kappa stays public
 from ..util import finite_or_none
 
 
@@ -77,25 +78,6 @@ def compare_ratings(a: Mapping[str, float], b: Mapping[str, float]) -> RatingAgr
     mae = float(np.mean(np.abs(x - y))) if shared else math.nan
     return RatingAgreement(shared, pearson, pearson_p, spearman, spearman_p, mae,
                            tuple(sorted(set(a) - set(b))), tuple(sorted(set(b) - set(a))))
-
-
-def cohen_kappa(rater_a: Sequence[Hashable], rater_b: Sequence[Hashable]) -> float:
-    """Cohen's κ = (p_observed − p_chance) / (1 − p_chance) for two raters on the same items.
-
-    Labels are compared as text (1 and "1" are the same verdict). NaN when κ is undefined: no
-    items, or both raters put every item in the one same category."""
-    if len(rater_a) != len(rater_b):
-        raise ValueError(f"the raters judged different numbers of items ({len(rater_a)} vs "
-                         f"{len(rater_b)}); pass their verdicts on the same items, in the same order")
-    if not rater_a:
-        return math.nan
-    labels, codes = np.unique(np.array([*map(str, rater_a), *map(str, rater_b)]), return_inverse=True)
-    codes_a, codes_b = codes[:len(rater_a)], codes[len(rater_a):]
-    observed = float(np.mean(codes_a == codes_b))
-    share_a = np.bincount(codes_a, minlength=len(labels)) / len(rater_a)
-    share_b = np.bincount(codes_b, minlength=len(labels)) / len(rater_b)
-    chance = float(share_a @ share_b)
-    return math.nan if chance == 1.0 else (observed - chance) / (1.0 - chance)
 
 
 def load_rating_values(path: str | Path) -> dict[str, float]:

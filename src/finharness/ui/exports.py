@@ -4,7 +4,7 @@ Agreement has two levels:
 - ratings: human and judge Elo (or Bradley–Terry) tables, each from its own matches, compared with
   `rating.compare_ratings` (Pearson, Spearman, mean |difference| in rating points);
 - items: the verdicts on the same item, matched by (task, item_id, unordered model pair): Cohen's κ
-  on the outcome (which model won, or tie; `rating.cohen_kappa`) and the mean absolute error of the
+  on the outcome (which model won, or tie; `stats.agreement.cohen_kappa`) and the mean absolute error of the
   score of the pair's alphabetically first model (1 win, ½ tie, 0 loss).
 """
 
@@ -18,9 +18,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..rating.compare import RatingAgreement, cohen_kappa, compare_ratings
+from ..rating.compare import RatingAgreement, compare_ratings
 from ..rating.matches import Match, MatchFileError, read_matches, write_matches
 from ..rating.rate import RatingOptions, rate_table
+from ..stats.agreement import cohen_kappa
 from ..util import finite_or_none
 from .storage import RUBRIC_DIMENSIONS, RaterStore
 

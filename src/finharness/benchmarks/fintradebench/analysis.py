@@ -8,7 +8,7 @@ F1 of each run, `official` and `proper`, over the same questions.
 
 `judge_agreement(human_csv, run_dir)`: the calibration phase -- a human's correctness scores (1-5)
 against the judge's, on the questions both scored: MAE, Spearman ρ (rating/compare.compare_ratings)
-and Cohen's κ on the five labels (rating/compare.cohen_kappa; the release's calculate_human_alignment.py
+and Cohen's κ on the five labels (stats/agreement.cohen_kappa; the release's calculate_human_alignment.py
 reports the quadratic-weighted κ, which weighs near misses less). The CSV needs `question_id` and a
 score column: `correctness`, `human_correctness` or the release's annotation header `H_Accuracy (1-5)`.
 """
@@ -25,8 +25,9 @@ from typing import Any, Mapping
 
 from ...data.errors import DataError
 from ...data.io import iter_jsonl, read_text
-from ...rating.compare import cohen_kappa, compare_ratings
+from ...rating.compare import compare_ratings
 from ...stats import paired_test
+from ...stats.agreement import cohen_kappa
 from ...util import finite_or_none
 from .questions import CATEGORIES
 
