@@ -16,6 +16,11 @@ data (a column subset, a hand-made mapping) are `derived`: no upstream file has 
 
 Every file under DATA_ROOT must belong to exactly one dataset or be listed in IGNORED; anything else is
 reported on stderr and the script fails, so the registry cannot silently drift from the data.
+
+Files that no local copy holds (the BizBench parquet, the FinQA and ConvFinQA question files) are listed as
+`Remote` entries at a pinned commit, without size and sha256: the git blob ids come from the tree of that commit
+(`git ls-tree` of a clone), and `finharness data pull` records size and sha256 in its lock after the first
+verified download.
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ SCHEMA_VERSION = 1
 # Files under DATA_ROOT that belong to no dataset entry.
 IGNORED = {
     "README.md",  # the README of the shared copy itself
-    "convfinqa/LICENSE",  # only ConvFinQA's licence is here; its data is not (see the `convfinqa` entry)
 }
 
 CONFIRMED, UNCONFIRMED, DERIVED = "confirmed", "unconfirmed", "derived"
@@ -52,6 +56,18 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Remote:
+    """A file no local copy holds, registered at the spec's commit without size and sha256."""
+
+    path: str
+    """Path in the dataset's local folder (the upstream path too)."""
+    git_blob: str | None = None
+    """Its git blob id in the tree of the commit (GitHub); None for a Hub LFS file (the Hub sends its sha256)."""
+    unpack: str | None = None
+    """'zip' for an archive unpacked into the dataset's folder."""
+
+
+@dataclass(frozen=True)
 class Spec:
     name: str
     description: str
@@ -61,11 +77,20 @@ class Spec:
     layout: str
     local_dir: str
     rules: tuple[Rule, ...] = ()
-    include: str = r".*"
+    include: str | None = r".*"
+    """Local files (under local_dir) that belong to the dataset; None: none, only `remote`."""
     notes: tuple[str, ...] = ()
     homepage: str | None = None
     available_here: bool = True
+    host: str = "github"
+    remote: tuple[Remote, ...] = ()
 
+
+# Full commit ids read from the git log of each repository (FinQA, ConvFinQA) and from the Hub's pages of
+# kensho/bizbench (its tree at this commit holds both parquet files).
+FINQA_COMMIT = "0f16e2867befa6840783e58be38c9efb9229d742"
+CONVFINQA_COMMIT = "cf3eed2d5984960bf06bb8145bcea5e80b0222a6"
+BIZBENCH_COMMIT = "18e0759221aa73e75831472ba04cbe83fa82e45a"
 
 IDEA_UNCONFIRMED = (r"cfa_l2/subject_mapping\.json|cpa_multi/subject_mapping\.json"
                     r"|cpa_multi/test/(auditing|economic_law|strategy|tax_law)_test\.csv"
@@ -164,16 +189,15 @@ DATASETS: tuple[Spec, ...] = (
     Spec(
         name="finqa-meta",
         description="FinQA operation and constant lists and example predictions (not the question files).",
-        repository="czyssrs/FinQA", commit="0f16e28", licence="MIT",
+        repository="czyssrs/FinQA", commit=FINQA_COMMIT, licence="MIT",
         layout="operation_list.txt, constant_list.txt: one token a line; example_predictions.json: "
                "[{id, predicted: [program tokens]}]",
-        local_dir="finqa/",
+        local_dir="finqa/", include=r"(?!dataset/).*",
         rules=(Rule(r"constant_list\.txt", r"code/generator/constant_list.txt"),
                Rule(r"operation_list\.txt", r"code/retriever/operation_list.txt"),
                Rule(r"example_predictions\.json", r"code/evaluate/example_predictions.json"),
-               Rule(r"LICENSE", r"LICENSE", UNCONFIRMED)),
-        notes=("commit is the short id given with the copy; the full 40-hex id was not found",
-               "LICENSE is not in the index of the repository"),
+               Rule(r"LICENSE", r"LICENSE")),
+        notes=("each file's git blob id equals the one in the tree of the commit",),
     ),
     Spec(
         name="bizbench-prompts",
@@ -181,7 +205,7 @@ DATASETS: tuple[Spec, ...] = (
         repository="kensho-technologies/benchmarks-pipeline", commit="cdffa9ba40851e656389b76bf2725f1ed848b363",
         licence="MIT",
         layout="prompts/TASK_{cot,code}.json (system prompt, one-shot samples); results/MODEL-cot.csv",
-        local_dir="bizbench/", rules=(Rule(r".*", r"\g<0>"),),
+        local_dir="bizbench/", include=r"(?!data/).*", rules=(Rule(r".*", r"\g<0>"),),
         notes=("mc_cot.json and no_context_cot.json contain merge-conflict markers upstream",),
     ),
     Spec(
@@ -258,7 +282,7 @@ DATASETS: tuple[Spec, ...] = (
         notes=("FinEval_CFA_Easy.data.json is not in the index of the repository; its path is the one the "
                "repository's own documentation gives (datasets/FinEval/CFA_Easy/data.json)",),
     ),
-    # Official layouts of data that is not available here (no public copy could be found).
+    # The official layout of data that is not public.
     Spec(
         name="cfinbench",
         description="CFinBench: Chinese financial exam questions (single choice, multiple choice, judgment).",
@@ -271,31 +295,46 @@ DATASETS: tuple[Spec, ...] = (
     ),
     Spec(
         name="bizbench",
-        description="BizBench: financial program synthesis, quantity extraction and domain knowledge.",
-        repository=None, commit=None, licence="Apache-2.0 (dataset card)",
+        description="BizBench: financial program synthesis, quantity extraction and domain knowledge "
+                    "(test 4.6 MB, train 19.1 MB).",
+        repository="kensho/bizbench", commit=BIZBENCH_COMMIT, licence="Apache-2.0 (dataset card)",
         layout="Hugging Face dataset kensho/bizbench: data/{train,test}-00000-of-00001-*.parquet with columns "
                "question, answer, task, context, context_type, options, program",
-        local_dir="bizbench/", available_here=False, homepage="https://huggingface.co/datasets/kensho/bizbench",
-        notes=("no copy here; download the parquet files from the Hugging Face dataset",),
+        local_dir="bizbench/", include=None, host="huggingface",
+        homepage="https://huggingface.co/datasets/kensho/bizbench",
+        remote=(Remote("data/test-00000-of-00001-7b139510152259c8.parquet"),
+                Remote("data/train-00000-of-00001-300a28d2e31daec3.parquet")),
+        notes=("commit 18e0759 uploaded the test parquet after 55f40a7 uploaded the train parquet; the Hub's "
+               "listing of data/ on main names 18e0759 as the last change, so main holds the same two files",
+               "size and sha256 are recorded in the lock after the first download, checked against the LFS "
+               "sha256 the Hub sends for the commit"),
     ),
     Spec(
         name="finqa",
         description="FinQA: numerical reasoning over financial reports (questions with gold programs).",
-        repository="czyssrs/FinQA", commit=None, licence="MIT",
+        repository="czyssrs/FinQA", commit=FINQA_COMMIT, licence="MIT",
         layout="dataset/{train,dev,test}.json: [{pre_text, post_text, table, id, qa: {question, program, "
                "exe_ans, gold_inds, ...}}]",
-        local_dir="finqa/", available_here=False, homepage="https://github.com/czyssrs/FinQA",
-        notes=("the question files were not available when this registry was made",),
+        local_dir="finqa/", include=None, homepage="https://github.com/czyssrs/FinQA",
+        remote=(Remote("dataset/dev.json", git_blob="970f239f591c782b17df420c0d343b780737f3da"),
+                Remote("dataset/test.json", git_blob="59958c7c3bb3b21f4dff6bc912a0fe0ae710aee0"),
+                Remote("dataset/train.json", git_blob="a6c2c5a60f9abe3fba5a793cc4d9e1dee2e09209")),
+        notes=("size and sha256 are recorded in the lock after the first download, checked against the git "
+               "blob id in the tree of the commit",
+               "dataset/private_test.json (questions without answers) is left out"),
     ),
     Spec(
         name="convfinqa",
         description="ConvFinQA: conversational numerical reasoning over financial reports.",
-        repository="czyssrs/ConvFinQA", commit=None, licence="MIT",
-        layout="data.zip upstream, holding data/{train,dev}.json (one record per conversation) and "
-               "data/{train,dev}_turn.json (one record per turn: annotation, qa, ...)",
-        local_dir="convfinqa/", available_here=False, homepage="https://github.com/czyssrs/ConvFinQA",
-        notes=("the question files were not available when this registry was made; only LICENSE is in the "
-               "local copy",),
+        repository="czyssrs/ConvFinQA", commit=CONVFINQA_COMMIT, licence="MIT",
+        layout="data.zip upstream, unpacked beside it under the names it holds; per the README: conversation-"
+               "level {train,dev,test}.json (pre_text, post_text, table, id, annotation, qa) and turn-level "
+               "{train,dev,test}_turn.json (one record per turn)",
+        local_dir="convfinqa/", include=r"LICENSE", rules=(Rule(r"LICENSE", r"LICENSE"),),
+        homepage="https://github.com/czyssrs/ConvFinQA",
+        remote=(Remote("data.zip", git_blob="bde03381e2d9ef0043796f2722f7a87633887358", unpack="zip"),),
+        notes=("size and sha256 of data.zip are recorded in the lock after the first download, checked against "
+               "the git blob id in the tree of the commit; its members are unpacked beside it and recorded too",),
     ),
 )
 
@@ -310,6 +349,22 @@ def sha256_of(path: Path) -> str:
 
 def raw_url(repository: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repository}/{commit}/{path}"
+
+
+def hub_url(repository: str, commit: str, path: str) -> str:
+    """The Hub's resolve URL of a dataset file (what huggingface_hub asks for)."""
+    return f"https://huggingface.co/datasets/{repository}/resolve/{commit}/{path}"
+
+
+def remote_entry(spec: Spec, remote: Remote) -> dict:
+    """A file no local copy holds: its URL at the commit and what verifies it, size and sha256 left to the lock."""
+    url = (hub_url if spec.host == "huggingface" else raw_url)(spec.repository, spec.commit, remote.path)
+    entry: dict = {"path": remote.path, "size": None, "sha256": None, "upstream_path": remote.path, "url": url}
+    if remote.git_blob:
+        entry["git_blob"] = remote.git_blob
+    if remote.unpack:
+        entry["unpack"] = remote.unpack
+    return entry
 
 
 def file_entry(spec: Spec, root: Path, rel: str) -> dict:
@@ -339,9 +394,9 @@ def build(root: Path) -> tuple[dict, list[str]]:
     claimed: set[str] = set()
     datasets = []
     for spec in DATASETS:
-        files = []
+        files = [remote_entry(spec, remote) for remote in spec.remote]
         folder = root / spec.local_dir
-        if spec.available_here:
+        if spec.available_here and spec.include is not None:
             for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                 rel = path.relative_to(folder).as_posix()
                 if re.fullmatch(spec.include, rel):
@@ -350,14 +405,17 @@ def build(root: Path) -> tuple[dict, list[str]]:
                         raise SystemExit(f"{full} is claimed by two datasets")
                     claimed.add(full)
                     files.append(file_entry(spec, root, rel))
-            if not files:
+            if len(files) == len(spec.remote):
                 raise SystemExit(f"{spec.name}: no files under {folder}")
+        files.sort(key=lambda f: f["path"])
         datasets.append({
             "name": spec.name, "description": spec.description, "available_here": spec.available_here,
             "repository": spec.repository, "commit": spec.commit, "licence": spec.licence,
             "layout": spec.layout, "local_dir": spec.local_dir, "homepage": spec.homepage,
             "notes": list(spec.notes), "files": files,
         })
+        if spec.host != "github":
+            datasets[-1]["host"] = spec.host
     every = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
     return {"schema": SCHEMA_VERSION, "datasets": datasets}, sorted(every - claimed - IGNORED)
 

@@ -113,6 +113,8 @@ def run(
                                           "(default $RAY_ADDRESS, else a new local cluster)."),
     shards: Optional[int] = typer.Option(None, min=1, help="Shards (Ray tasks) for --executor ray "
                                          "(default one per CPU of the cluster)."),
+    no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks "
+                                 "that pull on first use fail instead); same as FINHARNESS_NO_PULL=1."),
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
@@ -137,6 +139,12 @@ def run(
         fail("--executor must be local or ray")
     if executor == "local" and (address is not None or shards is not None):
         fail("--address and --shards need --executor ray")
+    if no_pull:
+        import os
+
+        from .data.pull import NO_PULL_ENV
+
+        os.environ[NO_PULL_ENV] = "1"  # read where a task pulls on first use (data/pull.py)
     refs = [_resolve_task(spec) for spec in task]
     tasks = [ref.label for ref in refs]  # a file task by its name: runs/my_exam__MODEL, not the path
     slugs = [run_dir_name(name) for name in tasks]
@@ -488,7 +496,7 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     """Run the built-in demo exam on the embedded model and say where the results are."""
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
-        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None)
+        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None, no_pull=False)
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ from finharness.data.errors import DataError
 from finharness.data.pull import pull
 
 REPO = Path(__file__).resolve().parents[2]
-AVAILABLE = [d.name for d in registry.load_registry() if d.available_here]
+AVAILABLE = [d.name for d in registry.load_registry() if d.files and all(f.sha256 for f in d.files)]
+"""Datasets whose every file the registry hashed from the shared copy (the others are hashed by a first pull)."""
 SMALL = "finqa-meta"  # 4 files, 235 KB: cheap to copy around
 
 
@@ -61,11 +62,17 @@ def test_registry_loads_with_unique_names_and_consistent_entries():
         assert d.local_dir.endswith("/") and d.licence and d.layout
         assert bool(d.files) == d.available_here, d.name
         assert [f.path for f in d.files] == sorted(f.path for f in d.files)
+        assert d.host in registry.HOSTS
         for f in d.files:
-            assert re.fullmatch(r"[0-9a-f]{64}", f.sha256) and f.size > 0
+            if f.sha256 is None:  # hashed by its first pull: something the pinned commit names must verify it
+                assert f.size is None and d.pinned and (f.git_blob or d.host == "huggingface"), (d.name, f.path)
+            else:
+                assert re.fullmatch(r"[0-9a-f]{64}", f.sha256) and f.size > 0
             # a URL exists exactly for confirmed upstream paths, and points at the recorded commit
             assert (f.url is None) == (f.upstream_path is None), (d.name, f.path)
-            if f.url:
+            if f.url and d.host == "huggingface":
+                assert f.url == f"https://huggingface.co/datasets/{d.repository}/resolve/{d.commit}/{f.upstream_path}"
+            elif f.url:
                 assert f.url == f"https://raw.githubusercontent.com/{d.repository}/{d.commit}/{f.upstream_path}"
             # a file is confirmed, unconfirmed or derived, never two of these
             assert sum([f.upstream_path is not None, f.unconfirmed_path is not None, f.derived]) == 1
@@ -87,8 +94,20 @@ def test_unavailable_entries_record_the_official_layout():
     bizbench = registry.get("bizbench").layout
     for column in ("question", "answer", "task", "context", "context_type", "options", "program"):
         assert column in bizbench
-    for name in ("cfinbench", "bizbench", "finqa", "convfinqa"):
-        assert registry.get(name).files == () and not registry.get(name).available_here
+    assert registry.get("cfinbench").files == () and not registry.get("cfinbench").available_here
+
+
+def test_the_official_question_sets_are_pinned_and_pullable():
+    """BizBench on the Hub, FinQA and ConvFinQA on GitHub: full commit ids, every file downloadable."""
+    for name, host, repository in (("bizbench", "huggingface", "kensho/bizbench"), ("finqa", "github", "czyssrs/FinQA"),
+                                   ("convfinqa", "github", "czyssrs/ConvFinQA")):
+        dataset = registry.get(name)
+        assert dataset.available_here and dataset.pinned and dataset.pullable, name
+        assert (dataset.host, dataset.repository) == (host, repository)
+    assert registry.get("finqa").commit == registry.get("finqa-meta").commit
+    assert [f.unpack for f in registry.get("convfinqa").files if f.unpack] == ["zip"]
+    assert {f.path for f in registry.get("bizbench").files} == {
+        "data/test-00000-of-00001-7b139510152259c8.parquet", "data/train-00000-of-00001-300a28d2e31daec3.parquet"}
 
 
 def test_unknown_name_lists_known_names():
@@ -285,6 +304,9 @@ def test_cli_list_and_pull(shared_data, tmp_path):
     rows = {row["name"]: row for row in json.loads(listed.stdout)["datasets"]}
     assert all(rows[name]["status"] == "present" for name in AVAILABLE)
     assert rows["cfinbench"]["status"] == "not available"
+    # the shared copy lacks the official question sets: pullable, not "not available"
+    assert rows["bizbench"]["status"] == rows["finqa"]["status"] == "missing"
+    assert rows["convfinqa"]["status"] == "partial"  # its LICENSE is there, data.zip is not
 
     dest = tmp_path / "dest"
     pulled = runner.invoke(data_app, ["pull", SMALL, "--from", str(shared_data), "--data-dir", str(dest)])

@@ -29,17 +29,19 @@ def list_command(
     checksums: bool = typer.Option(False, "--verify", help="Check every sha256 too (slower), not only sizes."),
 ) -> None:
     """Every known dataset: files, size, licence, and whether it is in the data dir."""
-    from .registry import human_size, load_registry, verify
+    from .registry import human_size, load_registry, resolved, verify
 
     root = resolve_data_dir(data_dir)
     rows = []
-    for dataset in load_registry():
+    for entry in load_registry():
+        dataset = resolved(entry.name)  # sizes recorded by a first pull, unpacked members
         report = verify(dataset.name, root, checksums=checksums)
         rows.append({
             "name": dataset.name, "available_here": dataset.available_here, "files": len(dataset.files),
-            "total_size": dataset.total_size, "licence": dataset.licence, "repository": dataset.repository,
-            "commit": dataset.commit, "local_dir": dataset.local_dir, "status": report.status,
-            "files_ok": report.n_ok, "description": dataset.description,
+            "total_size": dataset.total_size, "sizes_known": dataset.sizes_known, "licence": dataset.licence,
+            "host": dataset.host, "repository": dataset.repository, "commit": dataset.commit,
+            "pinned": dataset.pinned, "pullable": dataset.pullable, "local_dir": dataset.local_dir,
+            "status": report.status, "files_ok": report.n_ok, "description": dataset.description,
         })
     if as_json:
         typer.echo(json.dumps({"data_dir": str(root), "checksums": checksums, "datasets": rows},
@@ -54,13 +56,19 @@ def list_command(
                          no_wrap=column in ("name", "status"))
     for row in rows:
         status = row["status"] if row["status"] != "partial" else f"partial ({row['files_ok']}/{row['files']})"
-        source = row["repository"] or "—"
+        if row["status"] in ("missing", "partial") and not row["pullable"]:
+            status += " (--from)"  # derived files: only a mirror holds them
+        source = ("hf:" if row["host"] == "huggingface" else "") + (row["repository"] or "—")
         if row["repository"] and row["commit"]:
             source += "@" + row["commit"][:7]  # the full id is in --json
         files = str(row["files"]) if row["available_here"] else "—"
         size = human_size(row["total_size"]) if row["total_size"] else "—"
+        if not row["sizes_known"]:
+            size = "?" if not row["total_size"] else f"{size} + ?"  # recorded by the first pull
         table.add_row(row["name"], files, size, row["licence"], status, source)
     Console().print(table)
+    typer.echo("missing: `finharness data pull NAME`; ? = size recorded by the first pull; "
+               "(--from) = derived files, pull from a mirror")
 
 
 @data_app.command("pull")
@@ -80,5 +88,6 @@ def pull_command(
         report = pull(name, data_dir, source)
     except DataError as err:
         fail(str(err))
-    typer.echo(f"{report.name}: {len(report.fetched)} fetched, {len(report.skipped)} already present "
+    recorded = f", {len(report.recorded)} recorded in the registry lock" if report.recorded else ""
+    typer.echo(f"{report.name}: {len(report.fetched)} fetched, {len(report.skipped)} already present{recorded} "
                f"-> {report.dest}")

@@ -1,4 +1,5 @@
-"""The official BizBench data (`kensho/bizbench` on the Hugging Face hub), read from a local copy.
+"""The official BizBench data (`kensho/bizbench` on the Hugging Face hub), read from a local copy
+(`finharness data pull bizbench` puts it in DATA_DIR/bizbench/data/, the layout below).
 
 Layout: parquet with the columns question, answer (string), task, context, context_type, options
 (list of strings), program; a train and a test split, published as
@@ -61,6 +62,16 @@ def _split_of(path: Path) -> str | None:
     return match.group(1) if match else None
 
 
+def _parquet_splits(folder: Path) -> list[tuple[Path, str]]:
+    pairs = ((file, _split_of(file)) for file in sorted(folder.rglob("*.parquet")))
+    return [(file, split) for file, split in pairs if split is not None]
+
+
+def has_official_files(folder: str | Path) -> bool:
+    """Whether `folder` holds a train-*.parquet or test-*.parquet (what `find_official_files` reads)."""
+    return Path(folder).is_dir() and bool(_parquet_splits(Path(folder)))
+
+
 def find_official_files(path: str | Path) -> list[tuple[Path, str]]:
     """(file, split) pairs under a folder, or the one file given."""
     root = Path(path)
@@ -72,14 +83,10 @@ def find_official_files(path: str | Path) -> list[tuple[Path, str]]:
         return [(root, split)]
     if not root.is_dir():
         raise DataError("not found", path=root, hint="give the kensho/bizbench parquet file or its folder")
-    found = []
-    for file in sorted(root.rglob("*.parquet")):
-        split = _split_of(file)
-        if split is not None:
-            found.append((file, split))
+    found = _parquet_splits(root)
     if not found:
         raise DataError("no train-*.parquet or test-*.parquet here", path=root,
-                        hint="download kensho/bizbench (its data/ folder) or give a parquet file")
+                        hint="`finharness data pull bizbench`, or give a parquet file")
     return sorted(found, key=lambda pair: (SPLITS.index(pair[1]), str(pair[0])))
 
 

@@ -18,8 +18,10 @@ Where the items come from (first that applies):
                           secnum: built from DATA_DIR/fintradebench/SEC_Filings, cached under the
                           finharness cache (`secnum-<fingerprint>.jsonl`; the fingerprint covers the
                           filings and the builder's source, so a change rebuilds);
-                          fincode / codefinqa / convfinqa-e: DATA_DIR/bizbench/**/{train,test}-*.parquet
-                          (a clear error when absent: there is no public copy here).
+                          fincode / codefinqa / convfinqa-e: DATA_DIR/bizbench/**/{train,test}-*.parquet;
+                          when DATA_DIR has none, the `bizbench` dataset (kensho/bizbench at its pinned
+                          commit) is pulled into it first, with `bizbench-prompts` if its prompts are
+                          missing too (said on stderr; `finharness run --no-pull` forbids it).
 
 Sample ids: the TAT-QA question uid (codetatqa, tatqa-e), 'secnum/TICKER/ACCESSION/ELEMENT' (secnum),
 'bizbench/SPLIT/TASK/N' (rows of the official parquet).
@@ -164,10 +166,18 @@ class BizBenchNumericTask(Task):
         return self.default_items(data_dir)
 
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
-        """Items when neither `items` nor `parquet` is given (default: the official parquet)."""
+        """Items when neither `items` nor `parquet` is given: the official parquet under DATA_DIR/bizbench,
+        pulled there on first use (with the official prompt files when those are missing too)."""
         if data_dir is None:
             raise DataError(f"{self.name}: no data directory", hint=self.official_hint())
+        from ...data.pull import pull_on_first_use
+        from .official import has_official_files
+
         folder = Path(data_dir) / "bizbench"
+        if not has_official_files(folder):
+            pull_on_first_use("bizbench", data_dir, needed_by=self.name)
+            if self.settings.prompts is None and not (folder / "prompts").is_dir():
+                pull_on_first_use("bizbench-prompts", data_dir, needed_by=self.name)
         try:
             return self._official(folder)
         except DataError as err:
@@ -175,8 +185,8 @@ class BizBenchNumericTask(Task):
                             hint=self.official_hint()) from None
 
     def official_hint(self) -> str:
-        return ("there is no public copy here: download kensho/bizbench (data/test-*.parquet) into "
-                "DATA_DIR/bizbench/, or pass -o parquet=PATH")
+        return ("`finharness data pull bizbench` puts kensho/bizbench into DATA_DIR/bizbench/data/, "
+                "or pass -o parquet=PATH")
 
     def _official(self, path: Path) -> list[BizBenchItem]:
         from .official import load_official
