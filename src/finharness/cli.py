@@ -283,6 +283,9 @@ def _print_results(results: dict[str, Any]) -> None:
                       f"unparseable {c.get('unparseable')}  truncated {c.get('truncated_samples')}  "
                       f"calls {c.get('calls')}  cache hits {c.get('cache_hits')}  retries {c.get('retries')}  "
                       f"failures {c.get('failures')}", highlight=False)
+        if c.get("reasoning_tokens") or c.get("thinking_truncations"):
+            console.print(f"reasoning tokens {c.get('reasoning_tokens')} of {c.get('completion_tokens')} completion "
+                          f"tokens  cut while thinking {c.get('thinking_truncations')}", highlight=False)
         # the distinct reasons calls failed for good, so a crash or a refusal is read here, not looked for
         for message in dict.fromkeys(c.get("failure_examples") or []):
             console.print(f"failed call: {message}", highlight=False, soft_wrap=True)
@@ -336,7 +339,7 @@ def score(
         records, agg = score_run(task_obj, samples, raw)
     finally:
         task_obj.close()
-    config = RunConfig(task=task, task_config=dict(task_obj.config()), models={"model": {"predictions": str(predictions)}})
+    config = RunConfig(task=task, task_config=dict(task_obj.run_config()), models={"model": {"predictions": str(predictions)}})
     counters = RunCounters(samples_total=len(records), samples_done=len(records))
     results = build_results(task_obj, config, agg, records, counters, model=f"predictions:{predictions}",
                             wall_s=time.perf_counter() - started, versions=versions(),
@@ -396,10 +399,54 @@ def compare(
                f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]  p={result.p_value:.4g} ({result.test})")
 
 
+def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
+    """`finharness list TASK`: the task's options (from the declaration its runs parse), roles and headline."""
+    from .core.options import options_markdown
+
+    ref = _resolve_task(spec)
+    cls = ref.cls
+    infos = cls.describe_options()
+    entry = {"name": ref.label, "source": str(ref.source), "description": getattr(cls, "description", ""),
+             "roles": list(cls.roles), "headline": cls.headline,
+             "options": [{"name": o.name, "type": o.type, "default": o.default,
+                          "choices": list(o.choices) if o.choices is not None else None, "help": o.help}
+                         for o in infos]}
+    if as_json:
+        typer.echo(json.dumps(entry, ensure_ascii=False, indent=2, default=str))
+        return
+    if markdown:
+        typer.echo(options_markdown(infos))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    from .core.options import show_default
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 120)
+    console.print(f"{entry['name']}  ({entry['source']})\n{entry['description']}", markup=False)
+    console.print(f"roles: {', '.join(entry['roles'])}  (--judge SPEC / --user-model SPEC for the others)  "
+                  f"headline: {cls.headline or 'the first metric'}", markup=False)
+    table = Table(title=f"options of {entry['name']}  (-o NAME=VALUE)")
+    for col in ("option", "type", "default", "allowed", "what it does"):
+        table.add_column(col, overflow="fold")
+    for o in infos:
+        table.add_row(o.name, o.type, show_default(o.default),
+                      "any" if o.choices is None else ", ".join(map(str, o.choices)), o.help)
+    console.print(table)
+
+
 @app.command("list")
-def list_cmd(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def list_cmd(task: Optional[str] = typer.Argument(None, metavar="[TASK]", help="A task: list its options."),
+             as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+             markdown: bool = typer.Option(False, "--markdown", help="TASK's options as a markdown table.")) -> None:
     """Benchmarks and tasks, backends, datasets; each task and backend with where it comes from (built-in, or
-    an entry point of an installed distribution). A task file (FILE.py:Class) is not listed: run it by path."""
+    an entry point of an installed distribution). A task file (FILE.py:Class) is not listed: run it by path.
+    With TASK: that task's options (type, default, allowed values, what each does), roles and headline."""
+    if task is not None:
+        _describe_task(task, as_json, markdown)
+        return
     from .backends import available_backends
     from .benchmarks.registry import available_tasks
 

@@ -108,7 +108,7 @@ def test_max_rounds_caps_a_dialogue_the_simulator_never_ends(tmp_path, shared_da
     result = run(task, {"model": model_backend(), "user": CountingUser(None)}, tmp_path, shared_data, limit=1)
     p = result.records[0].prediction
     assert p["rounds"] == 3 and p["ended_by_simulator"] is False and len(p["dialogue"]) == 7
-    assert task.settings.settings.max_rounds == 3 and UCFETask(tasks="Analyst").settings.settings.max_rounds == 9
+    assert task.simulation.max_rounds == 3 and UCFETask(tasks="Analyst").simulation.max_rounds == 9
     assert task.config() != UCFETask(tasks="Analyst").config()  # part of the run key
 
 
@@ -253,8 +253,8 @@ def test_frozen_user_from_a_run_skips_items_it_lacks_and_says_so(tmp_path, share
     ({"mode": "frozen-user"}, "needs -o frozen_from=PATH"),
     ({"frozen_from": "x.json"}, "needs -o frozen_from=PATH"),
     ({"mode": "frozen-user", "frozen_from": "/nonexistent/log.json"}, "file not found"),
-    ({"max_tokens": 0}, "max_tokens must be >= 1"),
-    ({"max_rounds": 0}, "max_rounds must be >= 1"),
+    ({"max_tokens": 0}, "max_tokens must be at least 1"),
+    ({"max_rounds": 0}, "max_rounds must be at least 1"),
     ({"user_opening": "prefill"}, r"user_opening='prefill' is not one of \['official', 'cue'\]"),
     ({"shots": 3}, r"unknown option\(s\) \['shots'\]"),
 ])

@@ -181,7 +181,7 @@ def test_plain_gen_and_ll_keep_their_requests(tmp_path):
     assert DemoTask().config() == {"max_tokens": 64}  # the default run key did not change
     ll = run_demo(tmp_path, FakeBackend(), "ll")
     assert all(set(r.prediction) == {"choice", "logprobs"} for r in ll.records)
-    with pytest.raises(ValueError, match="choose from"):
+    with pytest.raises(ValueError, match="is not one of"):
         DemoTask(method="ppl")
 
 

@@ -102,9 +102,9 @@ def test_a_file_task_resolves_with_its_source_and_content_hash(tmp_path, forget_
     # without a class: the one Task subclass the file defines (Helper and the imported Task do not count)
     assert resolve_task(str(path)).cls is ref.cls
     task = build_task(ref, {"reply_words": 2})
-    assert task.config() == {"reply_words": 2, SOURCE_KEY: dict(ref.fingerprint)}
+    assert task.run_config() == {"reply_words": 2, SOURCE_KEY: dict(ref.fingerprint)}
     factory = pickle.loads(pickle.dumps(ref.factory({"reply_words": 2})))  # as a Ray worker gets it
-    assert factory().config() == task.config()  # the worker's run key is the driver's
+    assert factory().run_config() == task.run_config()  # the worker's run key is the driver's
 
 
 def test_the_run_key_follows_the_file_content_not_its_path(tmp_path, forget_modules):
@@ -114,7 +114,7 @@ def test_the_run_key_follows_the_file_content_not_its_path(tmp_path, forget_modu
 
     def key(path: Path) -> str:
         task = build_task(resolve_task(f"{path}:TinyTask"), {})
-        return content_key(RunConfig(task=task.name, task_config=dict(task.config()), models={}).to_json())
+        return content_key(RunConfig(task=task.name, task_config=dict(task.run_config()), models={}).to_json())
 
     assert key(first) == key(moved)
     assert key(first) != key(edited)
@@ -203,7 +203,7 @@ def test_an_entry_point_task_and_backend(tmp_path, monkeypatch, forget_modules):
     assert str(ref.source) == "entry point (acme-evals 1.2)"
     assert ref.fingerprint == {"entry_point": "acme_tasks:TinyTask", "distribution": "acme-evals 1.2",
                                "module_sha256": hashlib.sha256((root / "acme_tasks.py").read_bytes()).hexdigest()}
-    assert build_task(ref, {}).config()[SOURCE_KEY] == ref.fingerprint
+    assert build_task(ref, {}).run_config()[SOURCE_KEY] == ref.fingerprint
     backend = from_spec("acme?temperature=0")
     assert isinstance(backend, FakeBackend) and backend.identity()["name"] == "acme:acme?temperature=0"
     with pytest.raises(SpecError, match=r"scheme 'nosuch' is not one of acme, anthropic, embedded"):

@@ -9,12 +9,12 @@ only when used (fast start-up).
 from __future__ import annotations
 
 import functools
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..core.task import Task
+from ..core.options import options_from_signature, parse_task_options, takes_any_keyword
+from ..core.task import SOURCE_KEY, Task
 from ..plugins import TASK_GROUP, Plugin, PluginError, Source, catalogue, is_file_spec, resolve
 
 TASKS: dict[str, str] = {
@@ -31,10 +31,6 @@ TASKS: dict[str, str] = {
     "bizbench/finknow": "finharness.benchmarks.bizbench.finknow:FinKnowTask",
     "bizbench/formulaeval": "finharness.benchmarks.bizbench.formulaeval.task:FormulaEvalTask",
 }
-
-SOURCE_KEY = "task_source"
-"""The key of Task.config() (so of the run key) holding a task's code fingerprint when the harness does
-not ship that code: a task file's sha256, an entry point's distribution and module sha256."""
 
 
 @dataclass(frozen=True)
@@ -68,15 +64,16 @@ class TaskRef:
 
 
 def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
-    """Instantiate a task with the options it accepts; an option it does not take is an error."""
+    """The one way a task is made from `-o` options (None = not given): parsed once into the Options the task
+    declares (core/options.py; an unknown option or a bad value is a ValueError naming the allowed ones), or,
+    for a task of the user's own that declares none, checked against the keywords of its `__init__`."""
     given = {k: v for k, v in options.items() if v is not None}
-    params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(given) - set(params))
-        if unknown:
-            accepted = sorted(p for p in params if p != "self")
-            raise ValueError(f"task {cls.name!r} does not take option(s) {unknown}; it takes {accepted}")
-    return cls(**given)
+    if cls.Options is not None:
+        return cls(cls.parse_options(given))
+    if takes_any_keyword(cls):
+        return cls(**given)
+    parsed = parse_task_options(options_from_signature(cls), given, cls.name)
+    return cls(**{name: getattr(parsed, name) for name in given})
 
 
 def unknown_task(spec: str) -> KeyError:
@@ -104,17 +101,11 @@ def task_class(name: str) -> type[Task]:
 
 
 def build_task(ref: TaskRef, options: Mapping[str, Any]) -> Task:
-    """Instantiate (core.runner.make_task: an option the task does not take is a ValueError); a task whose code
-    the harness does not ship gets `task_source` in its config(), so editing its file starts a new run key."""
+    """make_task; a task whose code the harness does not ship carries its fingerprint (Task.source_fingerprint),
+    so editing its file starts a new run key."""
     task = make_task(ref.cls, options)
     if ref.fingerprint is not None:
-        own_config = task.config
-        fingerprint = dict(ref.fingerprint)
-
-        def config() -> Mapping[str, Any]:
-            return {**own_config(), SOURCE_KEY: fingerprint}
-
-        task.config = config  # type: ignore[method-assign]
+        task.source_fingerprint = dict(ref.fingerprint)
     return task
 
 
@@ -128,5 +119,5 @@ def available_tasks() -> list[tuple[Plugin, str | None]]:
     return catalogue(TASKS, TASK_GROUP)
 
 
-__all__ = ["TASKS", "PluginError", "TaskRef", "available_tasks", "build_task", "make_task_from_spec", "resolve_task",
-           "task_class"]
+__all__ = ["SOURCE_KEY", "TASKS", "PluginError", "TaskRef", "available_tasks", "build_task", "make_task",
+           "make_task_from_spec", "resolve_task", "task_class"]

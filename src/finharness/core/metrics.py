@@ -58,10 +58,11 @@ def mean_metrics(scores: Iterable[Score], headline: str = "accuracy",
 
 
 def grouped(items: Iterable[tuple[str, Score]], headline: str = "accuracy") -> dict[str, dict[str, Metric]]:
-    """Metrics per group value."""
+    """Metrics per group value; unscored items (a failed sample's None) are left out, as by mean_metrics."""
     buckets: dict[str, list[Score]] = defaultdict(list)
     for key, s in items:
-        buckets[key].append(s)
+        if s is not None:
+            buckets[key].append(s)
     return {k: mean_metrics(v, headline) for k, v in sorted(buckets.items())}
 
 

@@ -1,20 +1,32 @@
-"""Task options as the CLI passes them (`-o KEY=VALUE`, strings or JSON values) -> a frozen options dataclass.
+"""Task options: declared once as a frozen dataclass, parsed from the CLI's `-o KEY=VALUE` (strings or JSON values).
 
-Every benchmark task declares its options as a frozen dataclass (the task's part of the run key) and
-parses them the same way:
+Every task declares its options as a frozen dataclass (`Task.Options`), a docstring under each field,
+its allowed values in the class variable `CHOICES` and the integer fields that must be >= 1 in
+`AT_LEAST_ONE`. That one declaration is what the registry parses `-o` into (parse_task_options, once per
+run), what `finharness list TASK` and the docs tables show (describe_options), and, as the task's
+config(), part of the run key:
 
-    settings = parse_task_options(FinKnowOptions, options, "bizbench/finknow",
-                                  choices={"method": METHODS, "source": SOURCES})
+    @dataclass(frozen=True)
+    class FinKnowOptions:
+        CHOICES: ClassVar = {"method": METHODS}
 
-An unknown option is an error that lists the known ones; None means "not given" (the field's default);
-values are coerced to the field's annotation (int, float, str, bool, tuple from a comma list); a value
-outside its allowed choices is an error that lists them. Checks that involve several options stay in
-the task.
+        method: str = "ll"
+        '''ll (the paper) or gen.'''
+
+An unknown option is an error that lists the known ones (and the closest, for a typo); None means "not
+given" (the field's default); values are coerced to the field's annotation (int, float, str, bool, tuple
+from a comma list); a value outside its allowed choices is an error that lists them. Checks that involve
+several options stay in the declaration's own `parse` classmethod. A task of the user's own that declares
+no Options takes its `__init__` keywords as options (options_from_signature).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import difflib
+import inspect
+import textwrap
 import types
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -29,7 +41,10 @@ def given_options(options: Mapping[str, Any], known: Collection[str], task: str)
     """The options that were given (None = not given); an unknown name is a ValueError listing the known ones."""
     unknown = sorted(set(options) - set(known))
     if unknown:
-        raise ValueError(f"{task}: unknown option(s) {unknown}; known: {sorted(known)}")
+        close = {name: difflib.get_close_matches(name, list(known), n=1) for name in unknown}
+        hints = "; ".join(f"did you mean {found[0]!r} for {name!r}?" for name, found in close.items() if found)
+        raise ValueError(f"{task}: unknown option(s) {unknown}; known: {sorted(known)}"
+                         + (f" ({hints})" if hints else ""))
     return {name: value for name, value in options.items() if value is not None}
 
 
@@ -83,19 +98,125 @@ def parse_task_options(options_type: type[T], options: Mapping[str, Any], task: 
                        at_least_one: Sequence[str] = ()) -> T:
     """Build `options_type` (a dataclass) from CLI-style options of the task named `task`.
 
-    choices: allowed values per field, checked in this order after coercion (defaults are checked too).
-    exclude: fields this task does not take (an error when given).
-    at_least_one: integer fields that must be >= 1 when set.
+    choices: allowed values per field, checked in this order after coercion (defaults are checked too);
+    default: the declaration's CHOICES. exclude: fields this task does not take (an error when given).
+    at_least_one: integer fields that must be >= 1 when set; default: the declaration's AT_LEAST_ONE.
     """
+    if choices is None:
+        choices = getattr(options_type, "CHOICES", None)
+    if not at_least_one:
+        at_least_one = getattr(options_type, "AT_LEAST_ONE", ())
     hints = get_type_hints(options_type)
     known = [f.name for f in dataclasses.fields(options_type) if f.name not in exclude]  # type: ignore[arg-type]
     values = {name: _coerce(value, hints[name], task, name)
               for name, value in given_options(options, known, task).items()}
     parsed = options_type(**values)
     for name, allowed in (choices or {}).items():
-        check_choice(task, name, getattr(parsed, name), allowed)
+        value = getattr(parsed, name)
+        for item in value if isinstance(value, tuple) else (value,):  # a tuple option: each of its items
+            check_choice(task, name, item, allowed)
     too_small = [name for name in at_least_one if getattr(parsed, name) is not None and getattr(parsed, name) < 1]
     if too_small:
         names = " and ".join([", ".join(too_small[:-1]), too_small[-1]] if len(too_small) > 1 else too_small)
         raise ValueError(f"{task}: {names} must be at least 1")
     return parsed
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionInfo:
+    """One declared option, as `finharness list TASK` and the docs tables show it."""
+
+    name: str
+    """The `-o NAME=VALUE` key."""
+
+    type: str
+    """Its type as written in the declaration ('int', 'str | None', 'tuple[str, ...]')."""
+
+    default: Any
+    """The value when not given."""
+
+    choices: tuple[Any, ...] | None
+    """Its allowed values (None: any value of its type)."""
+
+    help: str
+    """The field's docstring."""
+
+
+def option_docs(options_type: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass (and of the dataclasses it derives from), read from its
+    source: `name: type = default` followed by a string. A class whose source cannot be read has none."""
+    docs: dict[str, str] = {}
+    for klass in reversed(options_type.__mro__):
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for field_node, doc_node in zip(body, body[1:]):
+            if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
+                    and isinstance(doc_node, ast.Expr) and isinstance(doc_node.value, ast.Constant)
+                    and isinstance(doc_node.value.value, str)):
+                docs[field_node.target.id] = " ".join(inspect.cleandoc(doc_node.value.value).split())
+    return docs
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def describe_options(options_type: type, *, exclude: Collection[str] = ()) -> list[OptionInfo]:
+    """Every option the declaration takes, in declaration order, with its type, default, choices and help."""
+    hints = get_type_hints(options_type)
+    docs = option_docs(options_type)
+    choices = getattr(options_type, "CHOICES", None) or {}
+    out = []
+    for f in dataclasses.fields(options_type):
+        if f.name in exclude:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = None
+        allowed = choices.get(f.name)
+        out.append(OptionInfo(f.name, _type_name(hints.get(f.name, Any)), default,
+                              tuple(allowed) if allowed is not None else None, docs.get(f.name, "")))
+    return out
+
+
+def options_from_signature(cls: type) -> type:
+    """A frozen dataclass of the keyword parameters of `cls.__init__` (name, annotation, default): the options
+    of a task that declares none. A parameter without a default defaults to None (not given)."""
+    params = [p for p in inspect.signature(cls.__init__).parameters.values()
+              if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    try:
+        hints = get_type_hints(cls.__init__)
+    except Exception:  # an annotation that does not resolve: the value is taken as given
+        hints = {}
+    spec = [(p.name, hints.get(p.name, Any), dataclasses.field(default=None if p.default is p.empty else p.default))
+            for p in params]
+    return dataclasses.make_dataclass(f"{cls.__name__}Options", spec, frozen=True)
+
+
+def takes_any_keyword(cls: type) -> bool:
+    """Whether `cls.__init__` takes **kwargs (then any option name is passed through unchecked)."""
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
+
+
+def show_default(value: Any) -> str:
+    """An option's default as people read it: a tuple as its comma list, None as a dash."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "(empty)"
+    return "—" if value is None else str(value)
+
+
+def options_markdown(infos: Sequence[OptionInfo]) -> str:
+    """Options as the markdown table the docs pages carry between `<!-- options: TASK -->` and `<!-- /options -->`
+    (tools/docs_options.py writes them; tests/unit/test_docs_options.py checks them against the declarations)."""
+    rows = ["| option | type | default | allowed | what it does |", "|---|---|---|---|---|"]
+    for o in infos:
+        allowed = "any" if o.choices is None else ", ".join(f"`{c}`" for c in o.choices)
+        kind = o.type.replace("|", "or")
+        rows.append(f"| `{o.name}` | {kind} | `{show_default(o.default)}` | {allowed} | {o.help.replace('|', '/')} |")
+    return "\n".join(rows)

@@ -139,7 +139,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     handles = {role: CachedModel(b, store, counters, role=role, retry=options.retry, budget=budget,
                                  _shared=model_state(shared, b, options.concurrency))
                for role, b in backends.items() if role in task.roles}
-    config = RunConfig(task=task.name, task_config=dict(task.config()),
+    config = RunConfig(task=task.name, task_config=dict(task.run_config()),
                        models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
                        subset=subset, seed=seed, samples_sha256=fingerprint,
                        code_sha256=code_fingerprint())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Protocol, Sequence
 
@@ -118,6 +119,26 @@ class SampleRecord:
         return any(t.get("finish_reason") == "length" for t in self.trace)
 
 
+DIRECTIONS: tuple[str, ...] = ("higher", "lower", "info")
+"""How a metric ranks runs: higher is better, lower is better, or not at all (it describes the run)."""
+
+
+def metric_direction(metric: str, declared: Mapping[str, str]) -> str:
+    """The direction `declared` (name or glob pattern -> direction, first match wins) gives `metric`; 'higher'
+    when none matches. A direction outside DIRECTIONS is a ValueError naming it."""
+    for pattern, direction in declared.items():
+        if fnmatchcase(metric, pattern):
+            if direction not in DIRECTIONS:
+                raise ValueError(f"metric direction {direction!r} for {pattern!r} is not one of {', '.join(DIRECTIONS)}")
+            return direction
+    return "higher"
+
+
+SOURCE_KEY = "task_source"
+"""The key of a run's task config holding the code fingerprint of a task the harness does not ship (a task
+file's sha256, an entry point's distribution and module sha256)."""
+
+
 class Task(ABC):
     """A benchmark task. Subclasses live in finharness.benchmarks.<name>/."""
 
@@ -127,13 +148,72 @@ class Task(ABC):
     """Model roles solve() needs; 'model' is the model under test."""
     headline: ClassVar[str | None] = None
     """The metric leaderboards rank by (None: the first metric of Aggregate.metrics)."""
+    metric_directions: ClassVar[Mapping[str, str]] = {}
+    """Metrics that are not 'higher is better', by name or glob pattern (`*.unparseable_rate`), the first match
+    winning: 'lower' (lower is better: an error rate) or 'info' (describes the run and ranks nothing: rounds,
+    tokens). results.json `directions` holds every metric's that is not 'higher'; leaderboards follow it."""
 
-    def __init__(self, **options: Any) -> None:
-        self.options = options
+    def direction(self, metric: str) -> str:
+        """'higher', 'lower' or 'info': how `metric` ranks runs (metric_directions)."""
+        return metric_direction(metric, self.metric_directions)
+
+    Options: ClassVar[type | None] = None
+    """The task's options, declared once: a frozen dataclass with a docstring under each field (its allowed
+    values in `CHOICES`, see core/options.py). The registry parses `-o KEY=VALUE` into it (parse_options), `finharness
+    list TASK` shows it, and `config()` (the run key) is made from it. None (a task of the user's own): the
+    options are the keywords of `__init__`."""
+
+    source_fingerprint: Mapping[str, Any] | None = None
+    """Set by the registry for a task whose code the harness does not ship (a file, an entry point): the
+    code's fingerprint, added to the run key (run_config) so that editing the task starts a new run."""
+
+    def __init__(self, settings: Any = None, /, **options: Any) -> None:
+        """`settings`: this task's Options, already parsed; else `options` (CLI-style values) are parsed into
+        Options. A task without Options keeps its keywords as they are."""
+        if type(self).Options is None:
+            self.options = options
+            return
+        if settings is None:
+            settings = type(self).parse_options(options)
+        elif options:
+            raise TypeError(f"{self.name}: give parsed settings or option keywords, not both")
+        self.settings = settings
+        self.options = self.key_options(settings)
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> Any:
+        """`-o` values (strings, JSON values, None = not given) -> this task's Options: the declaration's own
+        `parse` classmethod where it has checks across options, else core.options.parse_task_options."""
+        from .options import parse_task_options
+
+        assert cls.Options is not None, f"{cls.__name__} declares no Options"
+        own = getattr(cls.Options, "parse", None)
+        return own(options) if own is not None else parse_task_options(cls.Options, options, cls.name)
+
+    @classmethod
+    def describe_options(cls) -> list[Any]:
+        """The options this task takes (core.options.OptionInfo: name, type, default, choices, help), from the
+        same declaration parse_options reads: what `finharness list TASK` and the docs tables show."""
+        from .options import describe_options, options_from_signature
+
+        return describe_options(cls.Options if cls.Options is not None else options_from_signature(cls))
+
+    def key_options(self, settings: Any) -> dict[str, Any]:
+        """The options that change requests or scores (what config() returns): every field by default; a task
+        leaves out those that cannot change a result (a pool size)."""
+        from dataclasses import asdict
+
+        return asdict(settings)
 
     def config(self) -> Mapping[str, Any]:
         """Everything that changes this task's requests or scores; part of the run key."""
         return dict(self.options)
+
+    def run_config(self) -> Mapping[str, Any]:
+        """config() as the run key holds it: with the code's fingerprint for a task the harness does not ship."""
+        if self.source_fingerprint is None:
+            return self.config()
+        return {**self.config(), SOURCE_KEY: dict(self.source_fingerprint)}
 
     @abstractmethod
     def load(self, data_dir: Path | None) -> list[Sample]:
@@ -151,5 +231,7 @@ class Task(ABC):
         """Release what the task started (a sandbox pool...); the engine calls it when a run ends."""
 
     def aggregate(self, samples: Sequence[Sample], records: Sequence[SampleRecord]) -> Aggregate:
-        """Default: the mean of every per-sample value with its CI."""
+        """The task's metrics over every record of the run: failed samples included (`record.failed` set,
+        `record.score` None), so a task can count them. Default: the mean of every per-sample value with its
+        CI over the scored records."""
         return Aggregate(metrics=mean_metrics([r.score for r in records if r.score is not None]))

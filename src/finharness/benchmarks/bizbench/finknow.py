@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
-from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
@@ -46,6 +45,7 @@ from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
 from ..mc_methods import (
     METHOD_CHOICES,
+    METHOD_DIRECTIONS,
     NO_POSITION,
     ask_letters,
     is_multi,
@@ -79,6 +79,10 @@ _BRACKET_LETTER = re.compile(r"\[\[\s*\(?([A-D])\)?\s*\]\]")
 class FinKnowOptions:
     """Everything that changes FinKnow's requests or scores."""
 
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "method": METHODS, "source": SOURCES, "split": ("val", "dev"), "extract": ("official", "robust"),
+        "continuation": CONTINUATIONS}
+
     method: str = "ll"
     """'ll' (the paper), 'gen' (the pipeline), 'letters', 'auto' or 'all' (benchmarks/mc_methods.py)."""
 
@@ -103,11 +107,6 @@ class FinKnowOptions:
     prompts: str | None = None
     """gen: folder of the official prompt files."""
 
-    @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "FinKnowOptions":
-        return parse_task_options(cls, options, "bizbench/finknow",
-                                  choices={"method": METHODS, "source": SOURCES, "split": ("val", "dev"),
-                                           "extract": ("official", "robust"), "continuation": CONTINUATIONS})
 
 
 def parse_fineval_text(text: str) -> tuple[str, list[str]] | None:
@@ -175,10 +174,12 @@ class FinKnowTask(Task):
     name: ClassVar[str] = "bizbench/finknow"
     description: ClassVar[str] = ("BizBench FinKnow on public CFA L1 questions (FinEval CFA-Easy, IDEAFinBench): "
                                   "log-likelihood (paper) or [[LETTER]] generation (pipeline)")
+    metric_directions: ClassVar[Mapping[str, str]] = METHOD_DIRECTIONS
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = FinKnowOptions.parse(options)
-        super().__init__(**asdict(self.settings))
+    Options = FinKnowOptions
+
+    def __init__(self, settings: FinKnowOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
         self._data_dir: Path | None = None
         self._prompt: OfficialPrompt | None = None
         self.gold_conflicts = 0

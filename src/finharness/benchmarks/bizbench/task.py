@@ -44,12 +44,12 @@ import hashlib
 import os
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
-from ...core.options import check_choice, parse_task_options
+from ...core.options import OptionInfo, check_choice, describe_options, parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
@@ -78,6 +78,10 @@ _USES_DF = re.compile(r"\bdf\b")
 @dataclass(frozen=True)
 class BizBenchOptions:
     """Everything that changes a BizBench task's requests or scores (the task's part of the run key)."""
+
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"split": SPLITS, "extract": EXTRACTION_MODES,
+                                                      "style": ("code", "cot")}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "pool_size")
 
     split: str = "test"
     """'test' (default), 'dev' (TAT-QA tasks) or 'train' (SEC-Num, official parquet)."""
@@ -109,9 +113,7 @@ class BizBenchOptions:
     @classmethod
     def parse(cls, task: str, options: Mapping[str, Any], *, takes_style: bool) -> "BizBenchOptions":
         """Options as the CLI passes them; a bad or unknown one names the allowed values."""
-        return parse_task_options(cls, options, task, exclude=() if takes_style else ("style",),
-                                  choices={"split": SPLITS, "extract": EXTRACTION_MODES, "style": ("code", "cot")},
-                                  at_least_one=("max_tokens", "pool_size"))
+        return parse_task_options(cls, options, task, exclude=() if takes_style else ("style",))
 
     def run_key(self, takes_style: bool) -> dict[str, Any]:
         """The options that change requests or scores (pool_size does not)."""
@@ -136,10 +138,21 @@ class BizBenchNumericTask(Task):
         """The name without 'bizbench/' ('codetatqa'), as data.DATASET_TASK_NAMES and prompts.PROMPT_FILES know it."""
         return self.name.split("/", 1)[-1]
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = BizBenchOptions.parse(self.name, options, takes_style=self.program_task)
-        check_choice(self.name, "split", self.settings.split, self.splits)
-        super().__init__(**self.settings.run_key(self.program_task))
+    Options = BizBenchOptions
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> BizBenchOptions:
+        settings = BizBenchOptions.parse(cls.name, options, takes_style=cls.program_task)
+        check_choice(cls.name, "split", settings.split, cls.splits)
+        return settings
+
+    @classmethod
+    def describe_options(cls) -> list[OptionInfo]:
+        infos = describe_options(BizBenchOptions, exclude=() if cls.program_task else ("style",))
+        return [replace(info, choices=cls.splits) if info.name == "split" else info for info in infos]
+
+    def __init__(self, settings: BizBenchOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
         self.runner = ProgramRunner(pool_size=self.settings.pool_size)
         self._prompt: OfficialPrompt | None = None
         self._data_dir: Path | None = None
@@ -194,6 +207,9 @@ class BizBenchNumericTask(Task):
         load = load_official(path, tasks=[self.short_name])
         self._source = ", ".join(str(f) for f in load.files)
         return [item for item in load.items if item.split == self.settings.split]
+
+    def key_options(self, settings: BizBenchOptions) -> dict[str, Any]:
+        return settings.run_key(self.program_task)
 
     def sample(self, item: BizBenchItem) -> Sample:
         question: dict[str, Any] = {"question": item.question}

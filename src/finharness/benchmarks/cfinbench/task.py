@@ -50,6 +50,7 @@ from ...stats import mean_ci
 from ...util import natural_key
 from ..mc_methods import (
     METHOD_CHOICES,
+    METHOD_DIRECTIONS,
     ask_letters,
     is_multi,
     is_multi_method,
@@ -91,6 +92,11 @@ TOKENS_UNCOUNTABLE = "tokens-uncountable"
 class CFinBenchOptions:
     """Everything that changes CFinBench's requests or scores (the task's part of the run key)."""
 
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "split": SPLITS, "shots": (0, SHOTS), "method": METHODS, "extract": EXTRACTION_MODES,
+        "truncate": tuple(TRUNCATION_POLICIES), "types": QUESTION_TYPES}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens",)
+
     split: str = "val"
     """Which split is evaluated."""
 
@@ -116,10 +122,7 @@ class CFinBenchOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "CFinBenchOptions":
         """Options as the CLI passes them (strings allowed); a bad value names the allowed ones."""
-        parsed = parse_task_options(cls, options, "cfinbench",
-                                    choices={"split": SPLITS, "shots": (0, SHOTS), "method": METHODS,
-                                             "extract": EXTRACTION_MODES, "truncate": tuple(TRUNCATION_POLICIES)},
-                                    at_least_one=("max_tokens",))
+        parsed = parse_task_options(cls, options, "cfinbench")
         if options.get("types") is None and parsed.method != "gen":
             parsed = replace(parsed, types=("single_choice",))  # the official ll config is single choice only
         parsed._validate()
@@ -195,10 +198,13 @@ class CFinBenchTask(Task):
     headline: ClassVar[str | None] = "strict.score"
     description: ClassVar[str] = ("CFinBench (arXiv 2407.02301): 43 categories of Chinese financial exams; "
                                   "final = 0.4·single + 0.4·multiple + 0.2·judgment; any exam in its layout")
+    metric_directions: ClassVar[Mapping[str, str]] = {"unparseable_rate": "lower", "*.unparseable_rate": "lower",
+                                                      **METHOD_DIRECTIONS}
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = CFinBenchOptions.parse(options)
-        super().__init__(**asdict(self.settings))
+    Options = CFinBenchOptions
+
+    def __init__(self, settings: CFinBenchOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
         self._categories: dict[str, Category] = {}
 
     # --- loading ------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ of ' A', ' B'... after the instruction, the question and 'Answer:' / '答案：'
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.task import Models, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
@@ -19,6 +20,7 @@ from ...data.io import iter_jsonl, require_key
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ..mc_methods import (
     METHOD_CHOICES,
+    METHOD_DIRECTIONS,
     ask_letters,
     is_multi,
     is_multi_method,
@@ -44,17 +46,34 @@ def render_question(question: str, options: list[str]) -> str:
     return question + "\n" + "\n".join(f"{chr(65 + i)}. {opt}" for i, opt in enumerate(options))
 
 
+@dataclass(frozen=True)
+class DemoOptions:
+    """The demo's options."""
+
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"method": METHOD_CHOICES}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens",)
+
+    max_tokens: int = 64
+    """Generation budget per reply."""
+    method: str = "gen"
+    """'gen' (generate, extract the letter), 'll' (log-likelihood of each option letter), 'letters', 'auto' or
+    'all' (docs/methods.md)."""
+
+
 class DemoTask(Task):
     name = "demo"
     description = "12 single-choice finance questions (en + zh) shipped with finharness"
+    metric_directions = METHOD_DIRECTIONS
+    Options = DemoOptions
 
-    def __init__(self, max_tokens: int = 64, method: str = "gen"):
-        if method not in METHOD_CHOICES:
-            raise ValueError(f"demo: method={method!r}; choose from {list(METHOD_CHOICES)}")
+    def __init__(self, settings: DemoOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
+        self.max_tokens = self.settings.max_tokens
+        self.method = self.settings.method
+
+    def key_options(self, settings: DemoOptions) -> dict[str, Any]:
         # 'gen' stays out of the options so that the default run key is what it was before methods existed
-        super().__init__(max_tokens=max_tokens, **({} if method == "gen" else {"method": method}))
-        self.max_tokens = max_tokens
-        self.method = method
+        return {"max_tokens": settings.max_tokens, **({} if settings.method == "gen" else {"method": settings.method})}
 
     def load(self, data_dir: Path | None) -> list[Sample]:
         samples = []
@@ -111,8 +130,7 @@ class DemoTask(Task):
     def aggregate(self, samples, records):
         from ...core.metrics import grouped, mean_metrics
         from ...core.task import Aggregate
-        scores = [r.score for r in records]
-        metrics = mean_metrics(scores)
+        metrics = mean_metrics(r.score for r in records)
         extra: dict[str, Any] = {}
         notes: list[str] = []
         if is_multi_method(self.method):

@@ -97,6 +97,11 @@ FIT_ATTEMPTS = 4
 class FinTradeOptions:
     """Everything that changes FinTradeBench's requests or scores (the task's part of the run key)."""
 
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "mode": MODES, "levels": (*LEVELS, BARE), "selection": SELECTION_STYLES, "judge_context": ("ideal", "none"),
+        "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off"), "judge_scores": ("official", "expected")}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("per_category", "max_tokens", "budget_tokens")
+
     mode: str = "norag"
     """'norag', 'rag' or 'ideal'."""
     levels: tuple[str, ...] = ()
@@ -127,11 +132,7 @@ class FinTradeOptions:
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "FinTradeOptions":
         parsed = parse_task_options(cls, options, "fintradebench",
-                                    choices={"mode": MODES, "selection": SELECTION_STYLES,
-                                             "judge_context": ("ideal", "none"),
-                                             "fundamentals": ("filings", "official"), "dense": ("auto", "on", "off"),
-                                             "judge_scores": ("official", "expected")},
-                                    at_least_one=("per_category", "max_tokens", "budget_tokens"))
+                                    choices={k: v for k, v in cls.CHOICES.items() if k != "levels"})
         levels = parsed.levels or DEFAULT_LEVELS[parsed.mode]
         bad = [x for x in levels if x not in (*LEVELS, BARE)]
         if bad:
@@ -154,9 +155,10 @@ class FinTradeBenchTask(Task):
                                   "RAG / ideal contexts, TELeR prompts with self-selection, rubric LLM judge")
     roles: ClassVar[tuple[str, ...]] = ("model", "judge")
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = FinTradeOptions.parse(options)
-        super().__init__(**asdict(self.settings))
+    Options = FinTradeOptions
+
+    def __init__(self, settings: FinTradeOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
         self.data_dir: Path | None = None
         self._market: MarketData | None = None
         self._retriever: Any = None

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import mean_metrics
-from ...core.options import check_choice, comma_tuple, given_options
+from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import Sample, Score
 from ...data.errors import DataError
@@ -56,52 +56,58 @@ COUNT_VALUES = frozenset(HEADLINE_VALUES) - {"ended_by_simulator"}
 """Values that are counts: 1 round in every zero-shot dialogue is not a 100 % success rate."""
 
 
+_OFFICIAL = SimulationSettings()
+
+
 @dataclass(frozen=True)
 class UCFEOptions:
-    """Everything that changes UCFE's requests (the task's part of the run key)."""
+    """The options of a UCFE run (`-o KEY=VALUE`); the decoding settings not listed here are the official ones."""
+
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"mode": MODES, "user_opening": USER_OPENINGS}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "user_max_tokens", "max_rounds")
 
     tasks: tuple[str, ...] = ()
-    """Task keys to run; empty = all."""
+    """Task keys to run (comma-separated); empty = all 17."""
     mode: str = "simulate"
-    """'simulate' (official) or 'frozen-user' (ours)."""
+    """'simulate' (official: the simulated user talks with the model) or 'frozen-user' (ours: user turns replayed
+    from stored dialogues, so every model answers the same user)."""
     frozen_from: str | None = None
-    """Dialogues replayed in frozen-user mode."""
-    frozen_sha256: str | None = None
-    """sha256 of the frozen_from file, so a changed file never reuses a run."""
-    settings: SimulationSettings = SimulationSettings()
-    """Decoding and dialogue settings (official defaults)."""
+    """frozen-user: the dialogues replayed (a UCFE log .json, a run directory or its samples.jsonl)."""
+    max_tokens: int = _OFFICIAL.max_tokens
+    """Ours: the model's reply budget (the official calls set none, i.e. the API default)."""
+    user_max_tokens: int = _OFFICIAL.user_max_tokens
+    """Ours: the simulated user's message budget."""
+    max_rounds: int = _OFFICIAL.max_rounds
+    """Assistant turns at most (official: 9)."""
+    draw: int = _OFFICIAL.draw
+    """Ours: which draw of the sampled dialogues (0, 1, ...): another draw gives an independent set."""
+    user_opening: str = _OFFICIAL.user_opening
+    """How the user's opening message is asked for: 'official' (the system prompt alone) or 'cue' (ours, plus a
+    user turn asking for it)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "UCFEOptions":
-        # max_tokens, user_max_tokens, max_rounds and draw go into the simulation settings
-        values = given_options(options, ("tasks", "mode", "frozen_from", "max_tokens", "user_max_tokens",
-                                         "max_rounds", "draw", "user_opening"), "ucfe")
-        tasks = comma_tuple(values.get("tasks", ()))
-        mode = str(values.get("mode", "simulate"))
-        check_choice("ucfe", "mode", mode, MODES)
-        frozen_from = values.get("frozen_from")
-        if (mode == "frozen-user") != (frozen_from is not None):
+        parsed = parse_task_options(cls, options, "ucfe")
+        if parsed.draw < 0:
+            raise ValueError(f"ucfe: draw must be >= 0, got {parsed.draw}")
+        if (parsed.mode == "frozen-user") != (parsed.frozen_from is not None):
             raise ValueError("ucfe: mode 'frozen-user' needs -o frozen_from=PATH (a UCFE log .json, a run directory "
                              "or its samples.jsonl), and frozen_from only applies to that mode")
-        sha = None
-        if frozen_from is not None:
-            frozen_path = Path(str(frozen_from))
-            if frozen_path.is_dir():
-                frozen_path = frozen_path / "samples.jsonl"
-            if not frozen_path.is_file():
-                raise ValueError(f"ucfe: frozen_from {frozen_from}: file not found")
-            sha = hashlib.sha256(frozen_path.read_bytes()).hexdigest()
-        settings = SimulationSettings()
-        if "user_opening" in values:
-            check_choice("ucfe", "user_opening", str(values["user_opening"]), USER_OPENINGS)
-            settings = replace(settings, user_opening=str(values["user_opening"]))
-        for key in ("max_tokens", "user_max_tokens", "max_rounds", "draw"):
-            if key in values:
-                number = int(values[key])
-                if number < (0 if key == "draw" else 1):
-                    raise ValueError(f"ucfe: {key} must be {'>= 0' if key == 'draw' else '>= 1'}, got {number}")
-                settings = replace(settings, **{key: number})
-        return cls(tasks, mode, None if frozen_from is None else str(frozen_from), sha, settings)
+        if parsed.frozen_from is not None and not frozen_file(parsed.frozen_from).is_file():
+            raise ValueError(f"ucfe: frozen_from {parsed.frozen_from}: file not found")
+        return parsed
+
+    @property
+    def simulation(self) -> SimulationSettings:
+        """The dialogue settings: the official ones with this run's budgets, rounds, draw and opening."""
+        return replace(_OFFICIAL, max_tokens=self.max_tokens, user_max_tokens=self.user_max_tokens,
+                       max_rounds=self.max_rounds, draw=self.draw, user_opening=self.user_opening)
+
+
+def frozen_file(frozen_from: str) -> Path:
+    """The file a frozen_from value names (a run directory: its samples.jsonl)."""
+    path = Path(frozen_from)
+    return path / "samples.jsonl" if path.is_dir() else path
 
 
 class UCFETask(Task):
@@ -111,10 +117,14 @@ class UCFETask(Task):
     description: ClassVar[str] = ("UCFE (arXiv 2410.14059): 17 user-centred financial tasks, 330 dialogues with a "
                                   "simulated user; compared in pairs by an LLM judge (`finharness ucfe judge`)")
     roles: ClassVar[tuple[str, ...]] = ("model", "user")
+    metric_directions: ClassVar[Mapping[str, str]] = {"*": "info"}
+    """Rounds, tokens, who ended the dialogue: they describe the dialogues, and rank nothing (judging does)."""
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = UCFEOptions.parse(options)
-        super().__init__(**asdict(self.settings))
+    Options = UCFEOptions
+
+    def __init__(self, settings: UCFEOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
+        self.simulation = self.settings.simulation
         zero_shot_only = bool(self.settings.tasks) and all(t.startswith(ZERO_SHOT_PREFIX) for t in self.settings.tasks)
         if self.settings.mode == "frozen-user" or zero_shot_only:
             self.roles = ("model",)  # user turns come from stored dialogues, or from the items themselves
@@ -145,9 +155,18 @@ class UCFETask(Task):
                                             "setting": "zero_shot" if item.zero_shot else "multi_turn"}))
         return samples
 
+    def key_options(self, settings: UCFEOptions) -> dict[str, Any]:
+        """The run key's shape since the first release: the simulation settings nested, the frozen file's sha256
+        beside its path (a changed file never reuses a run)."""
+        sha = None
+        if settings.frozen_from is not None:
+            sha = hashlib.sha256(frozen_file(settings.frozen_from).read_bytes()).hexdigest()
+        return {"tasks": list(settings.tasks), "mode": settings.mode, "frozen_from": settings.frozen_from,
+                "frozen_sha256": sha, "settings": asdict(settings.simulation)}
+
     async def solve(self, sample: Sample, models: Models) -> dict[str, Any]:
         item = UCFEItem(**sample.input["item"])
-        settings = self.settings.settings
+        settings = self.simulation
         if "frozen_turns" in sample.input:
             result = await replay_user(item, sample.input["frozen_turns"], models.model, settings)
         elif item.zero_shot:
@@ -186,13 +205,13 @@ class UCFETask(Task):
                 penalties_off[role] += not applied
         notes = [JUDGE_HINT + "; this run reports the dialogues' shape only (no score)",
                  "rounds: assistant turns per dialogue (zero-shot tasks: 1); ended_by_simulator: share of multi-turn "
-                 f"dialogues the user ended with 'Consultation Ended' (the rest ran {self.settings.settings.max_rounds} "
+                 f"dialogues the user ended with 'Consultation Ended' (the rest ran {self.simulation.max_rounds} "
                  "rounds); total_tokens: prompt + completion tokens of each dialogue's last call (official meaning)"]
         for role, count in sorted(penalties_off.items()):
             if count:
                 notes.append(f"{count} dialogue(s): the {role} backend has no frequency/presence penalties, so the "
                              "official 0.5 / 0.5 were not applied (capabilities.penalties is False)")
-        if self.settings.settings.user_opening == "cue" and self.settings.mode == "simulate":
+        if self.simulation.user_opening == "cue" and self.settings.mode == "simulate":
             notes.append("user_opening cue (ours): the simulator was asked for its opening message by a user turn "
                          "(prompts.OPENING_CUE), not by its system prompt alone as officially")
         if self.settings.mode == "frozen-user":
@@ -204,7 +223,7 @@ class UCFETask(Task):
         unparsed = len(records) - len(scored)
         if unparsed:
             notes.append(f"{unparsed} prediction(s) are not UCFE dialogues and are not counted")
-        extra = {"mode": self.settings.mode, "settings": self.settings.settings.to_json(),
+        extra = {"mode": self.settings.mode, "settings": self.simulation.to_json(),
                  "frozen_from": self.settings.frozen_from, "frozen_items_missing": self._frozen_missing,
                  "penalties_not_applied": dict(penalties_off)}
         return Aggregate(metrics=metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)

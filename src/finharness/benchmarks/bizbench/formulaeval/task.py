@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ....core.metrics import grouped, mean_metrics
-from ....core.options import parse_task_options
 from ....core.task import Aggregate, Models, SampleRecord, Task
 from ....core.types import GenerateParams, Sample, Score
 from ....extract.code import UNPARSEABLE, extract_code
@@ -32,6 +31,9 @@ from .formulas import FORMULAS, Formula, formula
 @dataclass(frozen=True)
 class FormulaEvalOptions:
     """Everything that changes FormulaEval's requests or scores."""
+
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"extract": EXTRACTION_MODES}
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("cases", "max_tokens", "pool_size")
 
     seed: int = 0
     """Seed of the inputs (each formula draws from sha256('formulaeval:NAME:SEED'))."""
@@ -48,10 +50,6 @@ class FormulaEvalOptions:
     pool_size: int = 2
     """Sandbox workers of each kind."""
 
-    @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> "FormulaEvalOptions":
-        return parse_task_options(cls, options, "bizbench/formulaeval", choices={"extract": EXTRACTION_MODES},
-                                  at_least_one=("cases", "max_tokens", "pool_size"))
 
 
 @dataclass(frozen=True)
@@ -75,14 +73,18 @@ class FormulaEvalTask(Task):
     description: ClassVar[str] = ("BizBench FormulaEval: complete 51 finance functions and statement methods; "
                                   "correct iff equal to the reference on 100 seeded inputs (sandboxed)")
 
-    def __init__(self, **options: Any) -> None:
-        self.settings = FormulaEvalOptions.parse(options)
-        super().__init__(**{k: v for k, v in asdict(self.settings).items() if k != "pool_size"})
+    Options = FormulaEvalOptions
+
+    def __init__(self, settings: FormulaEvalOptions | None = None, /, **options: Any) -> None:
+        super().__init__(settings, **options)
         from ....sandbox import Limits
 
         # 100 calls in one job: more room than a single program gets
         self.runner = ProgramRunner(pool_size=self.settings.pool_size, limits=Limits(cpu_s=5.0, wall_s=10.0))
         self._expected: dict[str, tuple[list[Any], list[Any]]] = {}
+
+    def key_options(self, settings: FormulaEvalOptions) -> dict[str, Any]:
+        return {k: v for k, v in asdict(settings).items() if k != "pool_size"}  # workers change no result
 
     def load(self, data_dir: Path | None) -> list[Sample]:
         return [Sample(id=f"formulaeval/{item.name}", input={"name": item.name, "stub": item.stub()},
