@@ -15,7 +15,7 @@ import random
 import re
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,13 @@ from finharness.backends.vllm import (
     weights_fingerprint,
 )
 from finharness.core.backend import BackendError, SpecError
-from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, Message
+from finharness.core.types import (
+    DEFAULT_THINKING_TOKENS,
+    GenerateParams,
+    GenerateRequest,
+    LoglikelihoodRequest,
+    Message,
+)
 
 
 @dataclass
@@ -291,10 +297,12 @@ class FakeLLM:
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.batches: list[int] = []
+        self.sampling: list[FakeSamplingParams] = []
         FakeLLM.instances.append(self)
 
     def generate(self, prompts, params, use_tqdm=True):
         self.batches.append(len(prompts))
+        self.sampling.extend(params)
         outputs = []
         for prompt, p in zip(prompts, params):
             ids = prompt["prompt_token_ids"]
@@ -383,6 +391,28 @@ def test_a_model_without_a_chat_template_cannot_generate(stand_in_vllm):
     backend._tokenizer.chat_template = None
     with pytest.raises(BackendError, match="no chat template"):
         asyncio.run(backend.generate(GenerateRequest((Message("user", "hi"),))))
+
+
+def test_a_model_whose_template_thinks_gets_a_thinking_budget_on_top_of_the_answers(stand_in_vllm):
+    backend = stand_in_vllm
+    request = GenerateRequest((Message("user", "hi"),), GenerateParams(max_tokens=16))
+    plain = asyncio.run(backend.generate(request))
+    backend._tokenizer.chat_template += "{% if enable_thinking %}<think>{% endif %}"  # as Qwen3's template does
+    thinking = asyncio.run(backend.generate(request))
+    asked = asyncio.run(backend.generate(replace(request, params=GenerateParams(max_tokens=16, thinking_tokens=100))))
+    assert [p.max_tokens for p in FakeLLM.instances[0].sampling] == [16, 16 + DEFAULT_THINKING_TOKENS, 116]
+    assert plain.adaptations == () and thinking.adaptations[0].sent == f"max_tokens={16 + DEFAULT_THINKING_TOKENS}"
+    assert "the task's" in asked.adaptations[0].reason
+
+
+def test_the_spec_thinking_budget_is_used_and_named_in_the_identity(stand_in_vllm, tmp_path):
+    backend = VllmBackend(str(tmp_path), options=VllmOptions(max_model_len=512, thinking_budget=32))
+    backend._tokenizer = WordTokenizer()
+    asyncio.run(backend.generate(GenerateRequest((Message("user", "hi"),), GenerateParams(max_tokens=16))))
+    assert FakeLLM.instances[-1].sampling[0].max_tokens == 48
+    assert parse_spec("vllm:m?thinking_budget=32")[1].thinking_budget == 32
+    with pytest.raises(SpecError, match="thinking_budget must be >= 0"):
+        parse_spec("vllm:m?thinking_budget=-5")
 
 
 # --- the real engine (GPU machines) -------------------------------------------------------------

@@ -110,7 +110,8 @@ def reference_to_jsonable(obj: Any) -> Any:
         return {str(k): reference_to_jsonable(v) for k, v in obj.items()}
     if hasattr(obj, "__dataclass_fields__"):
         from dataclasses import fields
-        return {f.name: reference_to_jsonable(getattr(obj, f.name)) for f in fields(obj)}
+        return {f.name: reference_to_jsonable(getattr(obj, f.name)) for f in fields(obj)
+                if not (f.metadata.get("omit_at_default") and getattr(obj, f.name) == f.default)}
     if isinstance(obj, Mapping):
         return {str(k): reference_to_jsonable(v) for k, v in obj.items()}
     return obj

@@ -1,6 +1,7 @@
 """Backends, resolved from a model spec. A new backend is one module plus one line here.
 
 Specs: `embedded` (default), `embedded:1.5b`, `llamacpp:PATH.gguf`, `openai:MODEL[@BASE_URL]`,
+`openai-completions:MODEL@BASE_URL` (also log-likelihoods, from /completions prompt logprobs),
 `anthropic:MODEL[@BASE_URL]`, `vllm:PATH_OR_HF_ID[?max_model_len=N&...]` (GPU, `pip install vllm`),
 `fake[?latency=S&...]`, `replay:FILE`. An installed distribution adds schemes by entry point
 (group `finharness.backends`, `NAME = "module:factory"`, the factory taking the whole spec); both kinds
@@ -22,6 +23,7 @@ SCHEMES: dict[str, str] = {
     "embedded": "finharness.backends.embedded:from_spec",
     "llamacpp": "finharness.backends.llamacpp:from_spec",
     "openai": "finharness.backends.openai_compat:from_spec",
+    "openai-completions": "finharness.backends.openai_completions:from_spec",
     "anthropic": "finharness.backends.anthropic:from_spec",
     "vllm": "finharness.backends.vllm:from_spec",
     "fake": "finharness.backends.fake:from_spec",

@@ -1,8 +1,14 @@
 """Anthropic Messages API.
 
-Spec: `anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]`
+Spec: `anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&thinking_budget=N]`
 (BASE_URL default https://api.anthropic.com/v1; key from $ANTHROPIC_API_KEY).
 Plain httpx, no SDK, so the harness's single retry layer sees every retry.
+
+`thinking_budget=N` (N >= 1024, the API's minimum) turns on extended thinking with `budget_tokens` N,
+under the API's rules: `max_tokens` must exceed the budget, so it is sent as the answer's max_tokens
+plus N; the temperature must stay at its default 1, so it is left out (a greedy request is then
+sampled), and top_p below 0.95 is left out too. Each such change is recorded in the response's
+`adaptations`. The thinking blocks come back as `GenerateResponse.reasoning`, apart from the answer.
 """
 
 from __future__ import annotations
@@ -10,14 +16,30 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..core.backend import BaseBackend, Capabilities
-from ..core.types import GenerateRequest, GenerateResponse
-from .http_common import LoopBoundClient, RemoteError, RemoteSpec, bad_response, parse_remote_spec, post_json, warn_once
+from ..core.reasoning import thinking_limit
+from ..core.types import Adaptation, GenerateRequest, GenerateResponse
+from .http_common import (
+    LoopBoundClient,
+    RemoteError,
+    RemoteSpec,
+    bad_response,
+    int_option,
+    parse_remote_spec,
+    post_json,
+    warn_once,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
 
 FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
 """Anthropic stop_reason -> the harness's finish_reason; others (refusal, tool_use...) pass through."""
+
+MIN_THINKING_BUDGET = 1024
+"""The API's smallest `budget_tokens`."""
+
+THINKING_TOP_P = 0.95
+"""With thinking, the API takes top_p only in [0.95, 1]."""
 
 
 class AnthropicBackend(BaseBackend):
@@ -34,13 +56,22 @@ class AnthropicBackend(BaseBackend):
             headers["x-api-key"] = remote.api_key
         self._client = LoopBoundClient(remote, headers)
         self._warned: set[str] = set()
+        self.thinking_budget = int_option(spec, remote.options, "thinking_budget", minimum=MIN_THINKING_BUDGET)
+        """Extended thinking's budget_tokens (None: no thinking)."""
 
     def identity(self) -> Mapping[str, Any]:
-        return {"api": "anthropic", "model": self.remote.model, "base_url": self.remote.base_url,
-                "anthropic_version": ANTHROPIC_VERSION}
+        identity = {"api": "anthropic", "model": self.remote.model, "base_url": self.remote.base_url,
+                    "anthropic_version": ANTHROPIC_VERSION}
+        if self.thinking_budget is not None:  # only when asked: a plain spec's identity stays as it was
+            identity["thinking_budget"] = self.thinking_budget
+        return identity
 
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
         """The JSON body of one Messages call: system turns go to the top-level `system` field."""
+        return self.payload_and_adaptations(request)[0]
+
+    def payload_and_adaptations(self, request: GenerateRequest) -> tuple[dict[str, Any], tuple[Adaptation, ...]]:
+        """The body, and what in it differs from what the request asked (the thinking rules)."""
         params = request.params
         if params.top_logprobs:
             raise RemoteError(f"{self.spec}: the Anthropic API returns no logprobs "
@@ -67,26 +98,48 @@ class AnthropicBackend(BaseBackend):
             body["top_p"] = params.top_p
         if params.stop:
             body["stop_sequences"] = list(params.stop)
-        return body
+        adaptations: list[Adaptation] = []
+        budget = self.thinking_budget
+        if budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            body["max_tokens"], budgeted = thinking_limit(
+                params, budget, rule="the API counts thinking in max_tokens, which must exceed budget_tokens")
+            adaptations.append(budgeted)
+            del body["temperature"]
+            if params.temperature != 1.0:
+                adaptations.append(Adaptation("temperature", params.temperature, None,
+                                              "extended thinking takes only the default temperature 1"))
+            if params.top_p < THINKING_TOP_P:
+                del body["top_p"]
+                adaptations.append(Adaptation("top_p", params.top_p, None,
+                                              f"extended thinking takes top_p only in [{THINKING_TOP_P}, 1]"))
+        return body, tuple(adaptations)
 
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         what = f"POST {self.remote.base_url}/messages (model {self.remote.model})"
-        body = await post_json(self._client.get(), "/messages", self.payload(request), what)
+        sent, adaptations = self.payload_and_adaptations(request)
+        body = await post_json(self._client.get(), "/messages", sent, what)
         content = body.get("content")
         stop_reason = body.get("stop_reason")
         if not isinstance(content, list):
             raise bad_response(what, f"no content list in {str(body)[:120]}")
-        text = "".join(block.get("text", "") for block in content
-                       if isinstance(block, dict) and block.get("type") == "text")
+        blocks = [block for block in content if isinstance(block, dict)]
+        text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+        thinking = [block.get("thinking", "") if block.get("type") == "thinking" else "[redacted thinking]"
+                    for block in blocks if block.get("type") in ("thinking", "redacted_thinking")]
         # An empty answer is real only when the server says why it stopped.
         if not text and not stop_reason:
             raise bad_response(what, f"empty content and no stop_reason in {str(body)[:120]}")
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
         return GenerateResponse(
             text=text,
             finish_reason=FINISH_REASONS.get(stop_reason, str(stop_reason or "unknown")),
             prompt_tokens=int(usage.get("input_tokens") or 0),
             completion_tokens=int(usage.get("output_tokens") or 0),
+            reasoning="\n\n".join(thinking) if thinking else None,
+            reasoning_tokens=int(details.get("thinking_tokens") or 0),
+            adaptations=adaptations,
         )
 
     async def aclose(self) -> None:
@@ -94,7 +147,7 @@ class AnthropicBackend(BaseBackend):
 
 
 def from_spec(spec: str) -> AnthropicBackend:
-    """`anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]`."""
+    """`anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="anthropic", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="ANTHROPIC_API_KEY")
+                               default_key_env="ANTHROPIC_API_KEY", extra_options=("thinking_budget",))
     return AnthropicBackend(spec, remote)

@@ -1,4 +1,4 @@
-"""HTTP plumbing shared by the remote backends (OpenAI-compatible, Anthropic).
+"""HTTP plumbing shared by the remote backends (OpenAI-compatible, OpenAI completions, Anthropic).
 
 One place turns every way an HTTP call can go wrong into a `BackendError`
 that says whether trying again may help; the retrying itself is done once,
@@ -14,8 +14,8 @@ import logging
 import os
 import ssl
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping
 from urllib.parse import parse_qsl
 
 import httpx
@@ -59,11 +59,21 @@ class RemoteSpec:
     timeout: float
     """Read timeout (seconds) of one call."""
 
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The backend's own options, as written in the spec (reasoning_effort, thinking_budget...)."""
+
+
+COMMON_OPTIONS = frozenset({"key_env", "concurrency", "timeout"})
+"""Options every remote spec takes."""
+
 
 def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_key_env: str,
-                      default_concurrency: int = 8, default_timeout: float = 120.0) -> RemoteSpec:
-    """Parse and check a remote spec; raise SpecError saying what to write instead."""
-    usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]', "
+                      default_concurrency: int = 8, default_timeout: float = 120.0,
+                      extra_options: Collection[str] = ()) -> RemoteSpec:
+    """Parse and check a remote spec; raise SpecError saying what to write instead. `extra_options`: the
+    backend's own options, handed back as written in `RemoteSpec.options` for the backend to check."""
+    extras = "".join(f"&{name}=..." for name in sorted(extra_options))
+    usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS{extras}]', "
              f"e.g. '{scheme}:my-model@http://127.0.0.1:8080/v1?concurrency=4'")
     prefix = scheme + ":"
     if not spec.startswith(prefix):
@@ -76,7 +86,7 @@ def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_
     if not base_url.startswith(("http://", "https://")):
         raise SpecError(f"model spec {spec!r}: BASE_URL {base_url!r} must start with http:// or https://")
     options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
-    unknown = set(options) - {"key_env", "concurrency", "timeout"}
+    unknown = set(options) - COMMON_OPTIONS - set(extra_options)
     if unknown:
         raise SpecError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; {usage}")
     try:
@@ -92,7 +102,34 @@ def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_
     if api_key is None and base_url == default_base_url:
         raise SpecError(f"model spec {spec!r}: the hosted API needs a key; set ${key_env} "
                         f"(or name another variable with ?key_env=NAME)")
-    return RemoteSpec(scheme, model, base_url, key_env, api_key, concurrency, timeout)
+    own = {k: v for k, v in options.items() if k in extra_options}
+    return RemoteSpec(scheme, model, base_url, key_env, api_key, concurrency, timeout, own)
+
+
+def int_option(spec: str, options: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    """An integer option of a spec (None when absent); SpecError when it is not one, or below `minimum`."""
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SpecError(f"model spec {spec!r}: {name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise SpecError(f"model spec {spec!r}: {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def flag_option(spec: str, options: Mapping[str, str], name: str) -> bool:
+    """A yes/no option of a spec (`?name=1`, `?name=true`; absent: False)."""
+    raw = options.get(name)
+    if raw is None:
+        return False
+    if raw.lower() in ("1", "true", "yes", "on", ""):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise SpecError(f"model spec {spec!r}: {name} takes 1 or 0, got {raw!r}")
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -118,25 +155,38 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return max(when.timestamp() - now, 0.0)
 
 
-def _error_detail(response: httpx.Response) -> str:
-    """The server's own error message (OpenAI and Anthropic both use {"error": {"message": ...}})."""
+class StatusError(BackendError):
+    """An HTTP error status. `error`: the server's own error object (OpenAI: {"message", "type", "param",
+    "code"}; Anthropic: {"type", "message"}), {} when it sent none."""
+
+    error: Mapping[str, Any] = {}
+
+
+def _error_object(response: httpx.Response) -> Mapping[str, Any]:
+    """{"error": {...}} of OpenAI and Anthropic bodies, {"message": ...} for a bare {"error": "..."}."""
     try:
         body = response.json()
-        message = body["error"]["message"] if isinstance(body.get("error"), dict) else body["error"]
-        return str(message)[:_MAX_ERROR_DETAIL]
-    except Exception:  # any non-JSON or other shape: show the raw start
-        return response.text[:_MAX_ERROR_DETAIL]
+    except ValueError:
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return error
+    return {"message": str(error)} if error is not None else {}
 
 
-def error_for_status(response: httpx.Response, what: str) -> RemoteError:
+def error_for_status(response: httpx.Response, what: str) -> StatusError:
     """The BackendError for an HTTP error status."""
     status = response.status_code
     retryable = status in RETRYABLE_STATUSES or status >= 500
     kind = ("rate_limit" if status == 429 else "server_error" if status >= 500
             else "timeout" if status == 408 else "client_error")
-    return RemoteError(f"{what}: HTTP {status}: {_error_detail(response)}", kind=kind,
-                       retryable=retryable, status=status,
-                       retry_after=parse_retry_after(response.headers) if retryable else None)
+    error = _error_object(response)
+    detail = str(error["message"]) if "message" in error else response.text  # any other shape: the raw start
+    err = StatusError(f"{what}: HTTP {status}: {detail[:_MAX_ERROR_DETAIL]}", kind=kind,
+                      retryable=retryable, status=status,
+                      retry_after=parse_retry_after(response.headers) if retryable else None)
+    err.error = error
+    return err
 
 
 def bad_response(what: str, problem: str) -> RemoteError:

@@ -5,20 +5,117 @@ Spec: `openai:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]`
 comes from $OPENAI_API_KEY or the variable named by key_env and may be absent
 for local servers). Plain httpx, no SDK: the SDK retries on its own, and the
 harness must see and count every retry (finharness.core.retry).
+
+Reasoning models: `reasoning_effort=low|medium|high` (sent as is), `max_completion_tokens=1` (the token
+limit under that name, which counts reasoning tokens too), `omit=temperature,top_p` (parameters the
+model refuses) and `thinking_budget=N` state up front what the served model takes; they are part of
+the identity. What the spec does not state the backend learns: a 400 that names an unsupported
+parameter or value (`code: unsupported_parameter | unsupported_value`) is answered once with the
+accepted form, which is then kept for the backend's life (`RequestForm`). Every call records, in
+`GenerateResponse.adaptations`, what it sent in another form than asked, so results.json can say so.
 """
 
 from __future__ import annotations
 
+import re
+import threading
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from ..core.backend import BaseBackend, Capabilities
-from ..core.types import GenerateRequest, GenerateResponse, TokenLogprob
-from .http_common import LoopBoundClient, RemoteSpec, bad_response, fetch_json_sync, parse_remote_spec, post_json
+from ..core.backend import BaseBackend, Capabilities, SpecError
+from ..core.reasoning import thinking_limit
+from ..core.types import Adaptation, GenerateRequest, GenerateResponse, TokenLogprob
+from .http_common import (
+    LoopBoundClient,
+    RemoteSpec,
+    StatusError,
+    bad_response,
+    fetch_json_sync,
+    flag_option,
+    int_option,
+    parse_remote_spec,
+    post_json,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _SERVER_MODEL_FIELDS = ("id", "root", "owned_by", "max_model_len", "meta")
 """Stable fields of a /models entry; 'created' is left out: vLLM stamps it with the current time."""
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+"""Values of `reasoning_effort` the OpenAI API knows."""
+
+OMITTABLE = {"temperature": 1.0, "top_p": 1.0}
+"""Sampling parameters a reasoning model may refuse, and the API's default, which the model then uses."""
+
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
+"""The names the token limit goes by: reasoning models take only the second."""
+
+SPEC_OPTIONS = ("reasoning_effort", "max_completion_tokens", "omit", "thinking_budget")
+"""The options of an `openai:` spec beyond key_env, concurrency and timeout."""
+
+_QUOTED = re.compile(r"'([A-Za-z_]+)'")
+_USE_INSTEAD = re.compile(r"[Uu]se '([A-Za-z_]+)' instead")
+
+
+@dataclass
+class RequestForm:
+    """What the served model accepts: stated by the spec, or learned from its refusals (kept for the
+    backend's life, shared by every call)."""
+
+    token_limit: str = "max_tokens"
+    """The name the token limit is sent under (TOKEN_LIMITS)."""
+
+    omitted: dict[str, str] = field(default_factory=dict)
+    """Parameters left out -> why (the spec, or the server's refusal)."""
+
+    learned: dict[str, str] = field(default_factory=dict)
+    """Parameters learned from a refusal -> the server's message."""
+
+    thinking_budget: int | None = None
+    """Thinking tokens stated by the spec (`thinking_budget=N`); beats the task's."""
+
+    reasoning_effort: str | None = None
+    """Sent as `reasoning_effort` when set."""
+
+    @property
+    def thinks(self) -> bool:
+        """The model spends tokens thinking within its token limit, so a thinking budget is added to it."""
+        return (self.token_limit == "max_completion_tokens" or self.thinking_budget is not None
+                or self.reasoning_effort not in (None, "none"))
+
+    def stated(self) -> dict[str, Any]:
+        """What the spec stated (the identity's part of it)."""
+        out: dict[str, Any] = {}
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.token_limit != "max_tokens" and "max_completion_tokens" not in self.learned:
+            out["token_limit"] = self.token_limit
+        spec_omitted = sorted(name for name in self.omitted if name not in self.learned)
+        if spec_omitted:
+            out["omit"] = spec_omitted
+        if self.thinking_budget is not None:
+            out["thinking_budget"] = self.thinking_budget
+        return out
+
+
+def parse_form(spec: str, options: Mapping[str, str]) -> RequestForm:
+    """The RequestForm a spec states; SpecError for values the API would not take."""
+    form = RequestForm()
+    effort = options.get("reasoning_effort")
+    if effort is not None:
+        if effort not in REASONING_EFFORTS:
+            raise SpecError(f"model spec {spec!r}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, "
+                            f"got {effort!r}")
+        form.reasoning_effort = effort
+    if flag_option(spec, options, "max_completion_tokens"):
+        form.token_limit = "max_completion_tokens"
+    for name in filter(None, (n.strip() for n in options.get("omit", "").split(","))):
+        if name not in OMITTABLE:
+            raise SpecError(f"model spec {spec!r}: omit takes {', '.join(OMITTABLE)}, got {name!r}")
+        form.omitted[name] = "left out by the spec (omit=...)"
+    form.thinking_budget = int_option(spec, options, "thinking_budget", minimum=0)
+    return form
 
 
 class OpenAICompatBackend(BaseBackend):
@@ -27,6 +124,8 @@ class OpenAICompatBackend(BaseBackend):
     def __init__(self, spec: str, remote: RemoteSpec):
         self.spec = spec
         self.remote = remote
+        self.form = parse_form(spec, remote.options)
+        self._form_lock = threading.Lock()
         self.capabilities = Capabilities(
             generate=True, loglikelihood=False, next_token_logprobs=True,
             max_concurrency=remote.concurrency, penalties=True, seed=True)
@@ -37,8 +136,12 @@ class OpenAICompatBackend(BaseBackend):
         self._server_model_fetched = False
 
     def identity(self) -> Mapping[str, Any]:
-        return {"api": "openai", "model": self.remote.model, "base_url": self.remote.base_url,
-                "server_model": self.server_model()}
+        identity = {"api": "openai", "model": self.remote.model, "base_url": self.remote.base_url,
+                    "server_model": self.server_model()}
+        stated = self.form.stated()
+        if stated:  # only when stated: the identity of a plain spec stays what it always was
+            identity["request_form"] = stated
+        return identity
 
     def server_model(self) -> Mapping[str, Any] | None:
         """What GET /models says about the served model (asked once, cached; None if it does not answer).
@@ -58,15 +161,34 @@ class OpenAICompatBackend(BaseBackend):
         return self._server_model
 
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
-        """The JSON body of one chat completion."""
+        """The JSON body of one chat completion, in the form the model accepts."""
+        return self.payload_and_adaptations(request)[0]
+
+    def payload_and_adaptations(self, request: GenerateRequest) -> tuple[dict[str, Any], tuple[Adaptation, ...]]:
+        """The body, and what in it differs from what the request asked (RequestForm)."""
         params = request.params
+        form = self.form
+        adaptations: list[Adaptation] = []
         body: dict[str, Any] = {
             "model": self.remote.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-            "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
         }
+        limit = params.max_tokens
+        if form.thinks:
+            limit, budgeted = thinking_limit(params, form.thinking_budget, limit_name=form.token_limit)
+            refusal = form.learned.get("max_completion_tokens")
+            if refusal is not None:
+                budgeted = replace(budgeted, reason=f"server: {refusal}; {budgeted.reason}", learned=True)
+            adaptations.append(budgeted)
+        body[form.token_limit] = limit
+        for name, default in OMITTABLE.items():
+            asked = getattr(params, name)
+            if name not in form.omitted:
+                body[name] = asked
+            elif asked != default:  # left out at the API's default: a change only when another value was asked
+                adaptations.append(Adaptation(name, asked, None, form.omitted[name], learned=name in form.learned))
+        if form.reasoning_effort is not None:
+            body["reasoning_effort"] = form.reasoning_effort
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:
@@ -79,38 +201,100 @@ class OpenAICompatBackend(BaseBackend):
         if params.top_logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = params.top_logprobs
-        return body
+        return body, tuple(adaptations)
+
+    def learn(self, refusal: StatusError, sent: Mapping[str, Any]) -> bool:
+        """Learn from a 400 that refuses a parameter `sent` carried; True when the same request can now go
+        in a form the model accepts (each parameter is learned once: a request is retried at most once
+        per parameter)."""
+        parameter, substitute = refused_parameter(refusal)
+        if parameter is None or parameter not in sent:
+            return False
+        message = str(refusal.error.get("message", refusal))
+        with self._form_lock:
+            form = self.form
+            if parameter == "max_tokens" and substitute in (None, "max_completion_tokens"):
+                if form.token_limit != "max_completion_tokens":
+                    form.token_limit = "max_completion_tokens"
+                    form.learned["max_completion_tokens"] = message
+                return True
+            if parameter in OMITTABLE:
+                if parameter not in form.omitted:
+                    form.omitted[parameter] = f"server: {message}"
+                    form.learned[parameter] = message
+                return True
+        return False
 
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         what = f"POST {self.remote.base_url}/chat/completions (model {self.remote.model})"
-        body = await post_json(self._client.get(), "/chat/completions", self.payload(request), what)
-        choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise bad_response(what, f"empty choices in {str(body)[:120]}")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-        text = message.get("content")
-        finish_reason = choice.get("finish_reason")
-        if text is None and message.get("refusal"):
-            text, finish_reason = str(message["refusal"]), "refusal"
-        # An empty string is a real (if useless) answer only when the server says why it stopped.
-        if not isinstance(text, str) or (not text and not finish_reason):
-            raise bad_response(what, f"no message content in choice {str(choice)[:120]}")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        try:
-            logprobs = parse_logprobs(choice.get("logprobs")) if request.params.top_logprobs else None
-        except (KeyError, TypeError, ValueError) as exc:
-            raise bad_response(what, f"malformed logprobs ({exc!r})") from None
-        return GenerateResponse(
-            text=text,
-            finish_reason=str(finish_reason or "unknown"),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            logprobs=logprobs,
-        )
+        while True:
+            body, adaptations = self.payload_and_adaptations(request)
+            try:
+                reply = await post_json(self._client.get(), "/chat/completions", body, what)
+            except StatusError as err:
+                if err.status == 400 and self.learn(err, body):
+                    continue  # at once, in the accepted form: the refused parameter is no longer in the body
+                raise
+            break
+        return parse_chat_reply(reply, what, request, adaptations)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def refused_parameter(refusal: StatusError) -> tuple[str | None, str | None]:
+    """(the parameter a 400 refuses, the name to use instead) when the refusal is OpenAI's
+    unsupported_parameter / unsupported_value; (None, None) for any other 400."""
+    error = refusal.error
+    message = str(error.get("message") or "")
+    code = error.get("code")
+    if code not in ("unsupported_parameter", "unsupported_value") and not message.startswith(
+            ("Unsupported parameter", "Unsupported value")):
+        return None, None
+    parameter = error.get("param")
+    if not isinstance(parameter, str) or not parameter:
+        quoted = _QUOTED.search(message)
+        parameter = quoted.group(1) if quoted else None
+    instead = _USE_INSTEAD.search(message)
+    return parameter, instead.group(1) if instead else None
+
+
+def parse_chat_reply(reply: Mapping[str, Any], what: str, request: GenerateRequest,
+                     adaptations: tuple[Adaptation, ...] = ()) -> GenerateResponse:
+    """A chat completion's body -> GenerateResponse (the answer, the reasoning field apart, usage)."""
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise bad_response(what, f"empty choices in {str(reply)[:120]}")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    text = message.get("content")
+    finish_reason = choice.get("finish_reason")
+    # vLLM's reasoning parsers and others send the thinking apart (older name first).
+    reasoning = next((message[k] for k in ("reasoning_content", "reasoning")
+                      if isinstance(message.get(k), str) and message[k]), None)
+    if text is None and message.get("refusal"):
+        text, finish_reason = str(message["refusal"]), "refusal"
+    if text is None and reasoning is not None:
+        text = ""  # cut while thinking: a reasoning field and no answer yet
+    # An empty string is a real (if useless) answer only when the server says why it stopped.
+    if not isinstance(text, str) or (not text and not finish_reason):
+        raise bad_response(what, f"no message content in choice {str(choice)[:120]}")
+    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    details = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) else {}
+    try:
+        logprobs = parse_logprobs(choice.get("logprobs")) if request.params.top_logprobs else None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise bad_response(what, f"malformed logprobs ({exc!r})") from None
+    return GenerateResponse(
+        text=text,
+        finish_reason=str(finish_reason or "unknown"),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        logprobs=logprobs,
+        reasoning=reasoning,
+        reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+        adaptations=adaptations,
+    )
 
 
 def parse_logprobs(raw: Any) -> tuple[TokenLogprob, ...] | None:
@@ -134,7 +318,8 @@ def parse_logprobs(raw: Any) -> tuple[TokenLogprob, ...] | None:
 
 
 def from_spec(spec: str) -> OpenAICompatBackend:
-    """`openai:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS]`."""
+    """`openai:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&reasoning_effort=E
+    &max_completion_tokens=1&omit=temperature,top_p&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="openai", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="OPENAI_API_KEY")
+                               default_key_env="OPENAI_API_KEY", extra_options=SPEC_OPTIONS)
     return OpenAICompatBackend(spec, remote)

@@ -16,6 +16,9 @@ options, continuation tokens, summing prompt logprobs, batching) are tested with
   of the continuation's own prompt tokens are summed (`continuation_logprob`). The split into
   context and continuation tokens is lm-eval's (`split_continuation_tokens`), as in the llamacpp
   backend. vLLM does not reuse the context between the continuations of one request here.
+- A model that thinks (its chat template writes `<think>`, as Qwen3's and DeepSeek-R1's do, or the spec
+  names `thinking_budget=N`) gets a thinking budget on top of the task's max_tokens (`thinking_limit`);
+  the `<think>` block itself is moved out of the answer by the model handle (core/reasoning.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.options import parse_task_options
+from ..core.reasoning import THINK_OPEN, thinking_limit
 from ..core.types import (
     GenerateParams,
     GenerateRequest,
@@ -67,11 +71,16 @@ class VllmOptions:
     revision: str | None = None
     """Hugging Face revision (branch, tag or commit) of a hub model; None: the default branch."""
 
+    thinking_budget: int | None = None
+    """Tokens the model may think before its answer, added to the task's max_tokens; None: the task's
+    thinking budget (or the default) where the chat template thinks, nothing otherwise."""
+
 
 def parse_spec(spec: str) -> tuple[str, VllmOptions]:
     """'vllm:PATH_OR_HF_ID[?opt=value&...]' -> (model, options); SpecError says what to write instead."""
     usage = ("expected 'vllm:PATH_OR_HF_ID[?tensor_parallel_size=N&gpu_memory_utilization=F"
-             "&max_model_len=N&dtype=D&revision=R]', e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct?max_model_len=8192'")
+             "&max_model_len=N&dtype=D&revision=R&thinking_budget=N]', "
+             "e.g. 'vllm:Qwen/Qwen2.5-7B-Instruct?max_model_len=8192'")
     base, raw = split_options(spec, {f.name for f in fields(VllmOptions)})
     scheme, _, model = base.partition(":")
     if scheme != SCHEME or not model.strip():
@@ -81,6 +90,8 @@ def parse_spec(spec: str) -> tuple[str, VllmOptions]:
                                      at_least_one=("tensor_parallel_size", "max_model_len"))
     except ValueError as err:
         raise SpecError(f"{err}; {usage}") from None
+    if options.thinking_budget is not None and options.thinking_budget < 0:
+        raise SpecError(f"model spec {spec!r}: thinking_budget must be >= 0, got {options.thinking_budget}")
     if not 0 < options.gpu_memory_utilization <= 1:
         raise SpecError(f"model spec {spec!r}: gpu_memory_utilization must be in (0, 1], "
                         f"got {options.gpu_memory_utilization}")
@@ -157,9 +168,10 @@ def continuation_logprob(prompt_logprobs: Sequence[Mapping[int, Any] | None] | N
     return total, greedy
 
 
-def sampling_kwargs(params: GenerateParams) -> dict[str, Any]:
-    """SamplingParams arguments for a generation (temperature 0 is greedy; top_p only matters when sampling)."""
-    return {"max_tokens": params.max_tokens, "temperature": params.temperature,
+def sampling_kwargs(params: GenerateParams, max_tokens: int | None = None) -> dict[str, Any]:
+    """SamplingParams arguments for a generation (temperature 0 is greedy; top_p only matters when sampling).
+    max_tokens: the limit to use instead of the request's (a thinking model's answer plus thinking budget)."""
+    return {"max_tokens": params.max_tokens if max_tokens is None else max_tokens, "temperature": params.temperature,
             "top_p": params.top_p if params.temperature > 0 else 1.0, "seed": params.seed,
             "stop": list(params.stop) or None, "frequency_penalty": params.frequency_penalty,
             "presence_penalty": params.presence_penalty, "logprobs": params.top_logprobs or None}
@@ -344,7 +356,15 @@ class VllmBackend(BaseBackend):
                 "max_model_len": self.options.max_model_len,
                 "tensor_parallel_size": self.options.tensor_parallel_size,
             }
+            if self.options.thinking_budget is not None:  # only when set: older identities stay as they were
+                self._identity["thinking_budget"] = self.options.thinking_budget
         return self._identity
+
+    def thinks(self) -> bool:
+        """The model thinks before it answers: the spec gives a thinking budget, or its chat template
+        writes a `<think>` block."""
+        return self.options.thinking_budget is not None or THINK_OPEN in (
+            getattr(self.tokenizer(), "chat_template", None) or "")
 
     def _encode(self, text: str, with_bos: bool) -> list[int]:
         tokenizer = self.tokenizer()
@@ -402,9 +422,13 @@ class VllmBackend(BaseBackend):
         prompt_ids = self._encode(prompt_text, False)  # the template writes any BOS itself
         self._check_length(len(prompt_ids), "the prompt")
         params = request.params
-        output = await self._submit(EngineJob(prompt_ids, SamplingParams(**sampling_kwargs(params))))
+        limit, adaptations = None, ()
+        if self.thinks():
+            limit, budgeted = thinking_limit(params, self.options.thinking_budget)
+            adaptations = (budgeted,)
+        output = await self._submit(EngineJob(prompt_ids, SamplingParams(**sampling_kwargs(params, limit))))
         completion = output.outputs[0]
-        return GenerateResponse(
+        return GenerateResponse(adaptations=adaptations,
             text=completion.text, finish_reason=completion.finish_reason or "stop",
             prompt_tokens=len(prompt_ids), completion_tokens=len(completion.token_ids),
             prompt_text=prompt_text,

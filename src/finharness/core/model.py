@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, MutableMapping, Sequence
 from .backend import Backend, BackendError, CallFailed
 from .hashing import canonical_json, content_key_of_canonical
 from .limiter import AdaptiveLimiter
+from .reasoning import thinking_apart, thinking_fields
 from .retry import RetryPolicy
 from .store import RunStore
 from .types import (
@@ -54,6 +55,12 @@ class RunCounters:
     """Prompt tokens a log-likelihood engine actually computed (KV reuse makes it small)."""
     length_stops: int = 0
     """Generations cut by max_tokens."""
+    reasoning_tokens: int = 0
+    """Of completion_tokens, those a model spent thinking (as its server counted them)."""
+    thinking_replies: int = 0
+    """Generations that came with thinking (a reasoning text, or reasoning tokens counted)."""
+    thinking_truncations: int = 0
+    """Generations cut by the token limit while still thinking, before any answer (also in length_stops)."""
     budget_truncations: int = 0
     """Prompts cut to fit the budget by a named policy."""
     concurrency_shrinks: int = 0
@@ -283,8 +290,7 @@ class CachedModel:
         if stored is not None:
             self.counters.cache_hits += 1
             resp = response_from_json(kind, stored["response"])
-            self._record(kind, request, req_json, resp, stored["latency_s"], cache_hit=True)
-            return resp
+            return self._record(kind, request, req_json, resp, stored["latency_s"], cache_hit=True)
 
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
@@ -315,25 +321,30 @@ class CachedModel:
             resp = replace(resp, retries=retries)
         self.counters.calls += 1
         self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(to_jsonable(resp)), latency)
-        self._record(kind, request, req_json, resp, latency, cache_hit=False)
-        return resp
+        return self._record(kind, request, req_json, resp, latency, cache_hit=False)
 
     def _record(self, kind: str, request: Any, req_json: Mapping[str, Any], resp: Any, latency: float, *,
-                cache_hit: bool) -> None:
-        """One trace entry; `req_json` is to_jsonable(request), reused rather than made again."""
+                cache_hit: bool) -> Any:
+        """One trace entry; `req_json` is to_jsonable(request), reused rather than made again. Returns the
+        response the task gets: a generation's thinking moved out of its text (core/reasoning.py)."""
         entry: dict[str, Any] = {"role": self.role, "kind": kind, "cache_hit": cache_hit, "latency_s": round(latency, 4)}
         if kind == "generate":
+            resp = thinking_apart(resp, self.backend.count_tokens)
             self.counters.prompt_tokens += resp.prompt_tokens
             self.counters.completion_tokens += resp.completion_tokens
+            self.counters.reasoning_tokens += resp.reasoning_tokens
+            self.counters.thinking_replies += resp.reasoning is not None or resp.reasoning_tokens > 0
             if resp.truncated:
                 self.counters.length_stops += 1
+                self.counters.thinking_truncations += resp.cut_in_thinking
             entry.update(prompt=resp.prompt_text if resp.prompt_text is not None else req_json["messages"],
                          params=req_json["params"], response=resp.text,
                          finish_reason=resp.finish_reason, prompt_tokens=resp.prompt_tokens,
-                         completion_tokens=resp.completion_tokens, retries=resp.retries)
+                         completion_tokens=resp.completion_tokens, retries=resp.retries, **thinking_fields(resp))
         else:
             self.counters.tokens_evaluated += 0 if cache_hit else resp.tokens_evaluated
             entry.update(prompt=request.context, continuations=list(request.continuations),
                          logprobs=list(resp.logprobs), is_greedy=list(resp.is_greedy),
                          tokens_evaluated=0 if cache_hit else resp.tokens_evaluated)
         self.trace.append(entry)
+        return resp

@@ -19,6 +19,7 @@ from ..data.io import atomic_write_text
 from .hashing import content_key
 from .metrics import metrics_json
 from .model import PromptBudget, RunCounters
+from .reasoning import adaptation_notes, adaptations_of, sample_thinking
 from .task import Aggregate, SampleRecord, Task
 from .types import Sample, to_jsonable
 
@@ -97,6 +98,7 @@ def score_run(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[s
 def sample_line(rec: SampleRecord) -> dict[str, Any]:
     """One line of samples.jsonl."""
     gen = [t for t in rec.trace if t.get("kind") in ("generate", "loglikelihood")]
+    thinking, thinking_tokens = sample_thinking(gen)
     first = gen[0] if gen else {}
     last = gen[-1] if gen else {}
     score = rec.score
@@ -104,6 +106,7 @@ def sample_line(rec: SampleRecord) -> dict[str, Any]:
         "id": rec.id,
         "prompt": first.get("prompt"),
         "response": last.get("response", last.get("logprobs")),
+        **thinking,
         "prediction": rec.prediction,
         "target": to_jsonable(rec.target),
         "extraction": None if score is None else {"value": to_jsonable(score.extracted), "rule": score.rule,
@@ -112,7 +115,7 @@ def sample_line(rec: SampleRecord) -> dict[str, Any]:
         "truncated": rec.prompt_truncated or rec.length_stopped,
         "prompt_truncated": rec.prompt_truncated,
         "tokens": {"prompt": sum(t.get("prompt_tokens", 0) for t in gen),
-                   "completion": sum(t.get("completion_tokens", 0) for t in gen)},
+                   "completion": sum(t.get("completion_tokens", 0) for t in gen), **thinking_tokens},
         "latency_s": round(sum(t.get("latency_s", 0.0) for t in gen), 4),
         "cache_hit": bool(gen) and all(t.get("cache_hit") for t in gen),
         "failed": rec.failed,
@@ -146,6 +149,9 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
     if failed:
         notes.append(f"{len(failed)} sample(s) failed (a call failed for good) and are not scored; "
                      "rerun the same command to retry them")
+    adaptations = adaptations_of(r.trace for r in records)
+    notes += adaptation_notes(adaptations, thinking_replies=counters.thinking_replies,
+                              reasoning_tokens=counters.reasoning_tokens, thinking_truncations=counters.thinking_truncations)
     return {
         "task": task.name,
         "model": model,
@@ -154,9 +160,11 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         "run_key": run_key,
         "headline": task.headline if task.headline in agg.metrics else next(iter(agg.metrics), None),
         "metrics": metrics_json(agg.metrics),
+        "directions": {name: task.direction(name) for name in agg.metrics if task.direction(name) != "higher"},
         "groups": {g: {k: metrics_json(ms) for k, ms in vals.items()} for g, vals in agg.groups.items()},
         "counts": counts,
         "notes": notes,
+        **({"adaptations": adaptations} if adaptations else {}),
         "extra": to_jsonable(agg.extra),
         "timing": {"wall_s": round(wall_s, 3),
                    "completion_tokens_per_s": round(counters.completion_tokens / wall_s, 2) if wall_s > 0 else None,

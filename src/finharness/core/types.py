@@ -6,9 +6,16 @@ store's content address and never changes after it is made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Literal, Mapping
+
+OMITTED_AT_DEFAULT = {"omit_at_default": True}
+"""Field metadata: `to_jsonable` leaves the field out while it holds its default, so a field added later
+changes neither the content keys nor the stored rows of the calls made before it existed."""
+
+DEFAULT_THINKING_TOKENS = 2048
+"""Thinking budget of a model that thinks when neither its spec nor the task names one."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,11 @@ class GenerateParams:
     top_logprobs: int = 0
     """How many next-token alternatives to return per generated token (0: none)."""
 
+    thinking_tokens: int | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """The task's thinking budget: tokens a model that thinks may spend before its answer, on top of
+    `max_tokens` (the answer's budget). None: the backend's default (DEFAULT_THINKING_TOKENS); a spec's
+    `thinking_budget=N` overrides both. A model that does not think ignores it."""
+
 
 @dataclass(frozen=True)
 class GenerateRequest:
@@ -110,11 +122,36 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class Adaptation:
+    """A request parameter a backend sent in another form than the request asked, or left out, and why."""
+
+    parameter: str
+    """The request's parameter ('max_tokens', 'temperature', 'top_p')."""
+
+    asked: Any
+    """The value the request asked for."""
+
+    sent: str | None
+    """What went to the server instead ('max_completion_tokens=2064'); None: the parameter was left out."""
+
+    reason: str
+    """Why: the server's own refusal, or the API's rule."""
+
+    learned: bool = False
+    """True: learned from the server's refusal during the run; False: stated by the spec or an API rule."""
+
+    @property
+    def greedy_lost(self) -> bool:
+        """A greedy request (temperature 0) whose temperature did not reach the server: it was sampled."""
+        return self.parameter == "temperature" and self.asked == 0 and self.sent is None
+
+
+@dataclass(frozen=True)
 class GenerateResponse:
     """What a backend returned for a GenerateRequest."""
 
     text: str
-    """The generated text."""
+    """The generated text: the answer, which tasks extract from (a `<think>` block is moved to `reasoning`)."""
 
     finish_reason: str
     """'stop', 'length' (hit max_tokens) or a backend-specific reason."""
@@ -134,9 +171,28 @@ class GenerateResponse:
     retries: int = 0
     """How many times the call was retried before it succeeded."""
 
+    reasoning: str | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """The model's thinking, kept apart from the answer and never scored: a server's reasoning field
+    (`reasoning_content`, `reasoning`), Anthropic thinking blocks, or a `<think>` block of the text."""
+
+    reasoning_tokens: int = field(default=0, metadata=OMITTED_AT_DEFAULT)
+    """Of `completion_tokens`, those spent thinking, as the server counted them (0 when unknown or none)."""
+
+    adaptations: tuple[Adaptation, ...] = field(default=(), metadata=OMITTED_AT_DEFAULT)
+    """Parameters sent in another form than asked, or left out (a reasoning model's API refusing them)."""
+
+    def __post_init__(self) -> None:
+        if self.adaptations and not isinstance(self.adaptations[0], Adaptation):  # read back from JSON
+            object.__setattr__(self, "adaptations", tuple(Adaptation(**a) for a in self.adaptations))
+
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+    @property
+    def cut_in_thinking(self) -> bool:
+        """Cut by the token limit before any answer: the model was still thinking."""
+        return self.truncated and not self.text.strip() and (bool(self.reasoning) or self.reasoning_tokens > 0)
 
 
 @dataclass(frozen=True)
@@ -190,8 +246,9 @@ class Score:
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 """Types returned as they are (exact types: subclasses such as enums take the general path)."""
 
-_DATACLASS_FIELDS: dict[type, tuple[str, ...]] = {}
-"""Field names of the dataclasses met so far: the fast path's dispatch table."""
+_DATACLASS_FIELDS: dict[type, tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
+"""The dataclasses met so far, the fast path's dispatch table: (names of the fields always written,
+(name, default) of the fields written only when they differ from their default (OMITTED_AT_DEFAULT))."""
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -200,12 +257,17 @@ def to_jsonable(obj: Any) -> Any:
     cls = type(obj)
     if cls in _PLAIN_TYPES:
         return obj
-    names = _DATACLASS_FIELDS.get(cls)
-    if names is not None:
+    layout = _DATACLASS_FIELDS.get(cls)
+    if layout is not None:
+        names, optional = layout
         out = {}
         for name in names:
             value = getattr(obj, name)
             out[name] = value if type(value) in _PLAIN_TYPES else to_jsonable(value)
+        for name, default in optional:
+            value = getattr(obj, name)
+            if value != default:
+                out[name] = value if type(value) in _PLAIN_TYPES else to_jsonable(value)
         return out
     if cls is list or cls is tuple:
         return [v if type(v) in _PLAIN_TYPES else to_jsonable(v) for v in obj]
@@ -223,18 +285,23 @@ def _to_jsonable_general(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if hasattr(obj, "__dataclass_fields__"):
-        names = _field_names(type(obj))
+        layout = _field_layout(type(obj))
         if hasattr(type(obj), "__dataclass_fields__"):  # a dataclass type, not an odd instance
-            _DATACLASS_FIELDS[type(obj)] = names
-        return {name: to_jsonable(getattr(obj, name)) for name in names}
+            _DATACLASS_FIELDS[type(obj)] = layout
+            return to_jsonable(obj)
+        return {name: to_jsonable(getattr(obj, name)) for name in layout[0]}
     if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     return obj
 
 
 @lru_cache(maxsize=None)
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+def _field_layout(cls: type) -> tuple[tuple[str, ...], tuple[tuple[str, Any], ...]]:
+    """(fields always written, (name, default) of the fields left out at their default)."""
+    always = tuple(f.name for f in fields(cls) if not f.metadata.get("omit_at_default"))
+    optional = tuple((f.name, f.default) for f in fields(cls)
+                     if f.metadata.get("omit_at_default") and f.default is not MISSING)
+    return always, optional
 
 
 def messages(*turns: tuple[str, str]) -> tuple[Message, ...]:
