@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -219,6 +220,12 @@ def rule_counts(extracted: Iterable[Mapping[str, Any] | None]) -> dict[str, dict
 
 # --- the sandbox, once per task instance -------------------------------------------------------------------
 
+SANDBOX_CHOICES = ("auto", "bwrap", "kernel", "unsafe")
+"""The `sandbox` task option: auto (bubblewrap + seccomp + Landlock, else seccomp + Landlock without
+namespaces, else refuse), bwrap or kernel (that, or refuse), unsafe (the strongest available, and when
+that is nothing the kernel enforces, rlimits + the audit guard with a warning). See docs/sandbox.md."""
+
+
 @dataclass
 class ProgramRunner:
     """Runs programs in one lazily started `finharness.sandbox.Sandbox`, remembering results so that a
@@ -230,7 +237,12 @@ class ProgramRunner:
     limits: Any = None
     """finharness.sandbox.Limits for every run (None: the sandbox defaults, 2 s CPU, 5 s wall)."""
 
+    sandbox: str = "auto"
+    """The isolation choice (SANDBOX_CHOICES), passed to Sandbox(isolation=...)."""
+
     _sandbox: Any = None
+    _planned: str | None = None
+    _refusal: str | None = None
     _memo: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     executions: int = 0
@@ -238,15 +250,33 @@ class ProgramRunner:
 
     @property
     def isolation(self) -> str | None:
-        """The sandbox's isolation layers, once it is started."""
-        return None if self._sandbox is None else self._sandbox.isolation
+        """The sandbox's isolation layers: once it is started, or as `check()` planned them."""
+        return self._planned if self._sandbox is None else self._sandbox.isolation
+
+    def record(self) -> dict[str, Any]:
+        """What results.json keeps of the sandbox (extra.sandbox)."""
+        return {"choice": self.sandbox, "isolation": self.isolation, "executions": self.executions}
+
+    def check(self, task: str) -> None:
+        """Before a task that runs model code starts: raise ValueError (an `error:` line) when the chosen
+        isolation cannot be had here, naming what is missing; print the warning of an unsafe fallback."""
+        from ...sandbox import SandboxUnavailable, resolve_kind
+        from ...sandbox.launch import UNSAFE_WARNING, isolation_label, missing_layers
+
+        try:
+            kind = resolve_kind(self.sandbox)
+            self._planned = isolation_label(self.sandbox, True)
+        except SandboxUnavailable as exc:
+            raise ValueError(f"{task}: {exc}") from None
+        if kind == "bare":
+            print(UNSAFE_WARNING.format(missing=missing_layers()), file=sys.stderr)
 
     def _ensure(self) -> Any:
         with self._lock:
             if self._sandbox is None:
                 from ...sandbox import Sandbox
 
-                self._sandbox = Sandbox(pool_size=self.pool_size, limits=self.limits)
+                self._sandbox = Sandbox(pool_size=self.pool_size, limits=self.limits, isolation=self.sandbox)
             return self._sandbox
 
     @staticmethod
@@ -259,7 +289,12 @@ class ProgramRunner:
         key = self.key(job, call)
         if key in self._memo:
             return self._memo[key]
-        sandbox = self._ensure()
+        from ...sandbox import ExecResult, SandboxUnavailable
+
+        try:
+            sandbox = self._ensure()
+        except SandboxUnavailable as exc:  # a task that only sometimes meets a program: that answer fails
+            return ExecResult(status="error", error_class="SandboxUnavailable", message=str(exc))
         options: dict[str, Any] = {"inputs": dict(job.inputs or {})}
         if call is not None:
             options["call"] = call
