@@ -33,6 +33,8 @@ Options (-o KEY=VALUE; --split and --extract also work):
   max_tokens  generation budget (default 512; the pipeline's HF default is 256). Greedy decoding.
   items, parquet, prompts (folder of the official prompt files), prompt_file (override the file)
   pool_size   sandbox workers of each kind (default 2)
+  sandbox     'auto' (default) | 'bwrap' | 'kernel' | 'unsafe': the isolation of model-written programs;
+              without kernel-enforced isolation a run refuses to start unless 'unsafe' (docs/sandbox.md)
 
 Predictions are the raw model replies (str), so `finharness score` works on replies made elsewhere.
 """
@@ -53,11 +55,13 @@ from ...core.options import OptionInfo, check_choice, describe_options, parse_ta
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
+from ...data.registry import resolve_data_dir
 from ...extract.code import CodeExtraction
 from .data import BizBenchItem, read_items_jsonl, write_items_jsonl
 from .prompts import OfficialPrompt, config_with_prompt, load_prompt_file, prompt_file_name, prompts_dir
 from .scoring import (
     EXTRACTION_MODES,
+    SANDBOX_CHOICES,
     VALUE_KEYS,
     Answer,
     ProgramJob,
@@ -80,7 +84,7 @@ class BizBenchOptions:
     """Everything that changes a BizBench task's requests or scores (the task's part of the run key)."""
 
     CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"split": SPLITS, "extract": EXTRACTION_MODES,
-                                                      "style": ("code", "cot")}
+                                                      "style": ("code", "cot"), "sandbox": SANDBOX_CHOICES}
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "pool_size")
 
     split: str = "test"
@@ -110,14 +114,18 @@ class BizBenchOptions:
     pool_size: int = 2
     """Sandbox workers of each kind."""
 
+    sandbox: str = "auto"
+    """Isolation of model-written programs (scoring.SANDBOX_CHOICES); recorded in extra.sandbox, not in the run
+    key: it decides whether and where programs run, not what they compute."""
+
     @classmethod
     def parse(cls, task: str, options: Mapping[str, Any], *, takes_style: bool) -> "BizBenchOptions":
         """Options as the CLI passes them; a bad or unknown one names the allowed values."""
         return parse_task_options(cls, options, task, exclude=() if takes_style else ("style",))
 
     def run_key(self, takes_style: bool) -> dict[str, Any]:
-        """The options that change requests or scores (pool_size does not)."""
-        key = {k: v for k, v in asdict(self).items() if k != "pool_size"}
+        """The options that change requests or scores (pool_size and sandbox do not)."""
+        key = {k: v for k, v in asdict(self).items() if k not in ("pool_size", "sandbox")}
         if not takes_style:
             key.pop("style")
         return key
@@ -153,7 +161,9 @@ class BizBenchNumericTask(Task):
 
     def __init__(self, settings: BizBenchOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)
-        self.runner = ProgramRunner(pool_size=self.settings.pool_size)
+        self.runner = ProgramRunner(pool_size=self.settings.pool_size, sandbox=self.settings.sandbox)
+        if self.program_task:
+            self.runner.check(self.name)  # refuse before any model call when programs cannot be isolated
         self._prompt: OfficialPrompt | None = None
         self._data_dir: Path | None = None
         self._source = ""
@@ -161,7 +171,7 @@ class BizBenchNumericTask(Task):
     # --- items ------------------------------------------------------------------------------------
 
     def load(self, data_dir: Path | None) -> list[Sample]:
-        self._data_dir = data_dir
+        data_dir = self._data_dir = resolve_data_dir(data_dir)
         items = self.load_items(data_dir)
         if not items:
             raise DataError(f"no {self.name} items for split {self.settings.split!r} in {self._source}",
@@ -181,8 +191,6 @@ class BizBenchNumericTask(Task):
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
         """Items when neither `items` nor `parquet` is given: the official parquet under DATA_DIR/bizbench,
         pulled there on first use (with the official prompt files when those are missing too)."""
-        if data_dir is None:
-            raise DataError(f"{self.name}: no data directory", hint=self.official_hint())
         from ...data.pull import pull_on_first_use
         from .official import has_official_files
 
@@ -322,7 +330,7 @@ class BizBenchNumericTask(Task):
                            for key, (r, c, m) in VALUE_KEYS.items()},
             "prompt_file": None if self._prompt is None else self._prompt.name,
             "source": self._source,
-            "sandbox": {"isolation": self.runner.isolation, "executions": self.runner.executions},
+            "sandbox": self.runner.record(),
             "options": self.settings.run_key(self.program_task),
         }
         return Aggregate(metrics=mean_metrics([r.score for r in scored]), groups=groups, notes=notes, extra=extra)
@@ -355,8 +363,6 @@ class _TatqaTask(BizBenchNumericTask):
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
         from .tatqa import build_codetatqa, build_tatqa_e, tatqa_file
 
-        if data_dir is None:
-            raise DataError(f"{self.name}: no data directory", hint="pass --data-dir ROOT holding tatqa/dataset_raw")
         path = tatqa_file(Path(data_dir), self.settings.split)
         self._source = str(path)
         build = build_codetatqa if self.short_name == "codetatqa" else build_tatqa_e
@@ -388,9 +394,6 @@ class SecNumTask(BizBenchNumericTask):
     group_keys = ("ticker", "form")
 
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
-        if data_dir is None:
-            raise DataError(f"{self.name}: no data directory",
-                            hint="pass --data-dir ROOT holding fintradebench/SEC_Filings, or -o items=FILE")
         filings = Path(data_dir) / "fintradebench" / "SEC_Filings"
         cache = secnum_cache(filings)
         self._source = str(cache)

@@ -6,7 +6,8 @@ robust = the robust fences, an unclosed fence, or a bare program. Both are run a
 headline `accuracy` follows `extract`. `inputs_passed` / `robust_inputs_passed` give the fraction of
 inputs matched (partial credit, for diagnosis only).
 
-Options: seed (0; changes the inputs), cases (100), extract, max_tokens (1024), pool_size (2).
+Options: seed (0; changes the inputs), cases (100), extract, max_tokens (1024), pool_size (2), sandbox
+(auto | bwrap | kernel | unsafe: the isolation of the programs; see docs/sandbox.md).
 Sample ids: 'formulaeval/NAME' ('formulaeval/net_present_value', 'formulaeval/IncomeStatement.ebitda').
 Program outcomes (ok / wrong / timeout / memory / error:Class / unparseable) are counted per mode in
 Aggregate.extra['failure_classes'].
@@ -24,7 +25,15 @@ from ....core.task import Aggregate, Models, SampleRecord, Task
 from ....core.types import GenerateParams, Sample, Score
 from ....extract.code import UNPARSEABLE, extract_code
 from ..prompts import FORMULAEVAL_SYSTEM, formulaeval_messages
-from ..scoring import EXTRACTION_MODES, Outcome, ProgramJob, ProgramRunner, failure_classes, rule_counts
+from ..scoring import (
+    EXTRACTION_MODES,
+    SANDBOX_CHOICES,
+    Outcome,
+    ProgramJob,
+    ProgramRunner,
+    failure_classes,
+    rule_counts,
+)
 from .formulas import FORMULAS, Formula, formula
 
 
@@ -32,7 +41,7 @@ from .formulas import FORMULAS, Formula, formula
 class FormulaEvalOptions:
     """Everything that changes FormulaEval's requests or scores."""
 
-    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"extract": EXTRACTION_MODES}
+    CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"extract": EXTRACTION_MODES, "sandbox": SANDBOX_CHOICES}
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("cases", "max_tokens", "pool_size")
 
     seed: int = 0
@@ -49,6 +58,9 @@ class FormulaEvalOptions:
 
     pool_size: int = 2
     """Sandbox workers of each kind."""
+
+    sandbox: str = "auto"
+    """Isolation of the programs (scoring.SANDBOX_CHOICES); not in the run key."""
 
 
 
@@ -80,11 +92,14 @@ class FormulaEvalTask(Task):
         from ....sandbox import Limits
 
         # 100 calls in one job: more room than a single program gets
-        self.runner = ProgramRunner(pool_size=self.settings.pool_size, limits=Limits(cpu_s=5.0, wall_s=10.0))
+        self.runner = ProgramRunner(pool_size=self.settings.pool_size, limits=Limits(cpu_s=5.0, wall_s=10.0),
+                                    sandbox=self.settings.sandbox)
+        self.runner.check(self.name)  # refuse before any model call when programs cannot be isolated
         self._expected: dict[str, tuple[list[Any], list[Any]]] = {}
 
     def key_options(self, settings: FormulaEvalOptions) -> dict[str, Any]:
-        return {k: v for k, v in asdict(settings).items() if k != "pool_size"}  # workers change no result
+        # workers and their isolation change no result
+        return {k: v for k, v in asdict(settings).items() if k not in ("pool_size", "sandbox")}
 
     def load(self, data_dir: Path | None) -> list[Sample]:
         return [Sample(id=f"formulaeval/{item.name}", input={"name": item.name, "stub": item.stub()},
@@ -160,7 +175,7 @@ class FormulaEvalTask(Task):
                  "unparseable": {m: sum((e or {}).get(f"{m}_rule") == UNPARSEABLE for e in extracted)
                                  for m in EXTRACTION_MODES},
                  "formulas": len(FORMULAS), "system_message": FORMULAEVAL_SYSTEM,
-                 "sandbox": {"isolation": self.runner.isolation, "executions": self.runner.executions},
+                 "sandbox": self.runner.record(),
                  "options": asdict(self.settings)}
         notes = [f"a completion is correct iff it matches the reference on all {self.settings.cases} inputs "
                  f"(seed {self.settings.seed}); '*inputs_passed' is the fraction matched"]
