@@ -45,6 +45,10 @@ METHODS: tuple[str, ...] = ("ll", "letters", "gen")
 METHOD_CHOICES: tuple[str, ...] = ("auto", "ll", "letters", "gen", "all")
 """What `--method` accepts for a method-robust task."""
 
+METHOD_DIRECTIONS: dict[str, str] = {"agreement.*": "info", "kappa.*": "info"}
+"""The methods' agreement describes the methods, it ranks no model (Task.metric_directions of the tasks that
+use them)."""
+
 LETTERS_MAX_TOKENS = 16
 """`letters`: generation budget (enough for 'Answer: X' or '答案：X' and a little preamble)."""
 
