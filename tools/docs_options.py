@@ -16,6 +16,10 @@ from finharness.benchmarks.registry import task_class
 from finharness.core.options import options_markdown
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+SHARED = {"bizbench/secnum": "bizbench/tatqa-e", "bizbench/convfinqa-e": "bizbench/tatqa-e",
+          "bizbench/fincode": "bizbench/codetatqa", "bizbench/codefinqa": "bizbench/codetatqa"}
+"""Tasks whose options the page gives by one sibling's table (the same declaration; split's allowed values
+differ: `finharness list TASK` gives each task's own)."""
 BLOCK = re.compile(r"(<!-- options: (?P<task>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /options -->)", re.S)
 
 

@@ -74,6 +74,22 @@ def _make_task(ref: Any, options: dict[str, Any]):
         fail(str(err))
 
 
+def _options_per_task(refs: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pooled run's task options, each given to the tasks that declare it (`-o exam=...` reaches CFinBench, not
+    the demo); an option no task of the pool takes is a usage error naming the closest one."""
+    declared = [{o.name for o in ref.cls.describe_options()} for ref in refs]
+    unknown = sorted(set(options) - set().union(*declared))
+    if unknown:
+        import difflib
+
+        known = sorted(set().union(*declared))
+        close = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
+        hints = "; ".join(f"did you mean {found[0]!r} for {name!r}?" for name, found in close.items() if found)
+        fail(f"no task of this run takes option(s) {unknown}" + (f" ({hints})" if hints else "")
+             + "; `finharness list TASK` shows a task's options")
+    return [{k: v for k, v in options.items() if k in names} for names in declared]
+
+
 def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any]:
     opts = {"split": split, "shots": shots, "method": method, "extract": extract, "mode": mode}
     opts.update(parse_options(options or []))
@@ -121,7 +137,7 @@ def run(
     Several tasks (`run demo cfinbench`) are one pool of requests: one backend per model spec and
     one run store for all, each model's slots shared by every task; each task writes OUT/TASK/ as a
     run of it alone would (same run key: either resumes the other), and a summary table ends the
-    run. Task options apply to every task. Rerunning the same command resumes: completed calls come
+    run. Each task option goes to the tasks that declare it. Rerunning the same command resumes: completed calls come
     from the run store."""
     import asyncio
     from contextlib import nullcontext
@@ -160,7 +176,8 @@ def run(
         if find_spec("ray") is None:
             fail(INSTALL_HINT)
     task_opts = _task_options(split, shots, method, extract, mode, option)
-    task_objs = [_make_task(ref, task_opts) for ref in refs]
+    per_task = _options_per_task(refs, task_opts) if len(refs) > 1 else [task_opts]
+    task_objs = [_make_task(ref, opts) for ref, opts in zip(refs, per_task)]
     out = out or Path("runs") / f"{run_dir_name('+'.join(tasks))}__{run_dir_name(model)}"
     store_path = resolve_store(store, out / "store.sqlite")
     specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}

@@ -21,9 +21,10 @@ PROMPTS = {(c["id"], c["method"], c["shots"]): c["prompt"]
 
 
 def write_exam(root: Path, files: dict | None = None) -> Path:
-    """Write the tiny exam (or `files`: {'SPLIT/TYPE/CAT': [objects]}) in the CFinBench layout."""
+    """Write the tiny exam (or `files`: {'SPLIT/TYPE/CAT': [objects]}) in the CFinBench layout where a data root
+    holds CFinBench's questions (ROOT/cfinbench/); returns the data root (what --data-dir names)."""
     for name, objects in (files or EXAM).items():
-        path = root / f"{name}.jsonl"
+        path = root / "cfinbench" / f"{name}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objects), encoding="utf-8")
     return root
@@ -100,7 +101,7 @@ def test_categories_match_the_official_mapping(shared_data):
 def test_unknown_category_takes_categories_json_or_the_stem(tmp_path):
     write_exam(tmp_path, {"val/single_choice/accounting": EXAM["val/single_choice/1-1"],
                           "val/single_choice/zz_other": EXAM["val/single_choice/2-8"]})
-    (tmp_path / "categories.json").write_text(json.dumps({"accounting": {"zh": "会计", "group": "CPA"}}),
+    (tmp_path / "cfinbench" / "categories.json").write_text(json.dumps({"accounting": {"zh": "会计", "group": "CPA"}}),
                                               encoding="utf-8")
     task = CFinBenchTask()
     by_category = {s.input["category"]: s for s in task.load(tmp_path)}
@@ -115,13 +116,13 @@ def test_missing_dev_file_for_three_shots_names_it(tmp_path):
     del files["dev/judgment/4-11"]
     with pytest.raises(DataError) as err:
         CFinBenchTask(shots=3).load(write_exam(tmp_path, files))
-    assert str(tmp_path / "dev" / "judgment" / "4-11.jsonl") in str(err.value)
+    assert str(tmp_path / "cfinbench" / "dev" / "judgment" / "4-11.jsonl") in str(err.value)
     assert "shots=0" in str(err.value)
 
 
 def test_malformed_line_names_file_and_line(tmp_path):
     write_exam(tmp_path, {"val/single_choice/1-1": EXAM["val/single_choice/1-1"]})
-    path = tmp_path / "val" / "single_choice" / "1-1.jsonl"
+    path = tmp_path / "cfinbench" / "val" / "single_choice" / "1-1.jsonl"
     path.write_text(path.read_text(encoding="utf-8") + '{"text": "broken", \n', encoding="utf-8")
     with pytest.raises(DataError) as err:
         CFinBenchTask().load(tmp_path)

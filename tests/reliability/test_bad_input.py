@@ -19,8 +19,9 @@ GOOD = {"text": "下列说法正确的是", "OptionList": ["A. 甲", "B. 乙", "
 
 
 def exam(root: Path, val_lines: bytes) -> Path:
+    """A data root whose CFinBench exam holds `val_lines` as its one val file."""
     for split in ("dev", "val"):
-        d = root / split / "single_choice"
+        d = root / "cfinbench" / split / "single_choice"
         d.mkdir(parents=True)
         body = val_lines if split == "val" else "\n".join(json.dumps(GOOD, ensure_ascii=False) for _ in range(3)).encode()
         (d / "1-1.jsonl").write_bytes(body)

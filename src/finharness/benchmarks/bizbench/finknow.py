@@ -41,6 +41,7 @@ from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import read_csv_rows, read_json
+from ...data.registry import resolve_data_dir
 from ...extract.choices import UNPARSEABLE, extract_choice
 from ...extract.numbers import read_official
 from ..mc_methods import (
@@ -87,7 +88,7 @@ class FinKnowOptions:
     """'ll' (the paper), 'gen' (the pipeline), 'letters', 'auto' or 'all' (benchmarks/mc_methods.py)."""
 
     source: str = "all"
-    """Which question files."""
+    """Which question files: 'fineval' (FinEval CFA-Easy), 'ideafinbench' (IDEAFinBench CFA L1) or 'all'."""
 
     split: str = "val"
     """IDEAFinBench split: 'val' or 'dev' (FinEval CFA-Easy has one split)."""
@@ -96,7 +97,7 @@ class FinKnowOptions:
     """gen: reading of the headline ('official' or 'robust')."""
 
     continuation: str = "letter"
-    """ll: score the option letter or the option text."""
+    """ll: score the option letter, or the option text (which also reports `ll_norm`, per character)."""
 
     max_tokens: int = 512
     """gen: generation budget."""
@@ -185,7 +186,7 @@ class FinKnowTask(Task):
         self.gold_conflicts = 0
 
     def load(self, data_dir: Path | None) -> list[Sample]:
-        self._data_dir = data_dir
+        data_dir = self._data_dir = resolve_data_dir(data_dir)
         if self.settings.parquet:
             from .official import load_official
 
@@ -193,9 +194,7 @@ class FinKnowTask(Task):
             return [Sample(id=item.id, input={"question": item.question, "options": list(item.options or ())},
                            target=item.answer.strip().upper(), metadata={"source": "bizbench", "subject": "finknow"})
                     for item in load.items if item.options]
-        if data_dir is None:
-            raise DataError("bizbench/finknow: no data directory", hint="pass --data-dir ROOT holding cfa_cpa/")
-        root = Path(data_dir)
+        root = data_dir
         samples: list[Sample] = []
         if self.settings.source in ("all", "fineval"):
             fineval, self.gold_conflicts = load_fineval(root)

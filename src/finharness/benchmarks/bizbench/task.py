@@ -88,19 +88,19 @@ class BizBenchOptions:
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "pool_size")
 
     split: str = "test"
-    """'test' (default), 'dev' (TAT-QA tasks) or 'train' (SEC-Num, official parquet)."""
+    """'test' (TAT-QA test_gold; the parquet's test split), 'dev' (TAT-QA) or 'train' (SEC-Num, the parquet)."""
 
     extract: str = "official"
-    """Reading mode of the headline `accuracy`; every mode is reported beside it."""
+    """'official' or 'robust': the reading the headline `accuracy` uses; every mode is reported beside it."""
 
     style: str = "code"
     """'code' or 'cot' prompt file (only tasks whose official files differ by style take it)."""
 
     max_tokens: int = 512
-    """Generation budget per reply."""
+    """Generation budget per reply (greedy)."""
 
     items: str | None = None
-    """A built JSONL of items to use instead of building or reading the parquet."""
+    """A JSONL of items written by `finharness data build`, instead of building or reading the parquet."""
 
     parquet: str | None = None
     """The official parquet (file or folder)."""

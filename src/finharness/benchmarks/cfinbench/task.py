@@ -33,7 +33,9 @@ auto and all: `{"method": ..., "methods": {M: prediction of M}}` (mc_methods.py)
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -45,6 +47,7 @@ from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import iter_jsonl
+from ...data.registry import cache_dir, resolve_data_dir
 from ...extract.choices import UNPARSEABLE, parse_options
 from ...stats import mean_ci
 from ...util import natural_key
@@ -80,9 +83,40 @@ METHODS: tuple[str, ...] = METHOD_CHOICES
 """Generation, the official log-likelihood (PPL) method for single choice, option-letter probabilities,
 the best the backend offers, or all of them (benchmarks/mc_methods.py)."""
 
-LAYOUT_HINT = ("expected ROOT/{dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl; "
-               "pass --data-dir ROOT (CFinBench has no public copy: use your own, or "
-               "`finharness data convert ideafinbench` for CPA)")
+STANDIN_CPA = "standin:cpa"
+"""`-o exam=standin:cpa`: IDEAFinBench's CPA exams (DATA_ROOT/cfa_cpa/IDEAFinBench) converted into this layout on
+the fly and cached: a stand-in where CFinBench's own questions are absent, named as such in every output."""
+LAYOUT_HINT = ("an exam folder holds {dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl; CFinBench's "
+               "questions have no public copy: put yours in DATA_ROOT/cfinbench/ or pass -o exam=FOLDER, or run "
+               "the CPA stand-in converted from IDEAFinBench with -o exam=" + STANDIN_CPA)
+STANDIN_NOTE = ("stand-in: these are IDEAFinBench's CPA exams (Chinese, single and multiple choice, 6 subjects) converted "
+                "into CFinBench's layout, not CFinBench's own questions: the scores are not CFinBench scores")
+STANDIN_SOURCE = Path("cfa_cpa") / "IDEAFinBench"
+"""Where the stand-in's source lies below the data root (`finharness data pull ideafinbench`)."""
+
+
+def cpa_standin(root: Path) -> Path:
+    """IDEAFinBench's CPA exams under `root` converted into CFinBench's layout, once per source content, in the cache
+    (`<cache>/standins/cpa-<sha256 of the source files>`); a missing source is a DataError saying how to get it."""
+    from .convert import SOURCES, convert_ideafinbench
+
+    source = root / STANDIN_SOURCE
+    files = sorted(p for name in SOURCES for p in (source / name).rglob("*") if p.is_file())
+    if not files:
+        raise DataError("no IDEAFinBench CPA exams (cpa_one/, cpa_multi/) for the CFinBench stand-in", path=source,
+                        hint="`finharness data pull ideafinbench` puts them there (or pass --data-dir ROOT holding "
+                             "cfa_cpa/IDEAFinBench/)")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    dest = cache_dir() / "standins" / f"cpa-{digest.hexdigest()[:16]}"
+    if not (dest / "categories.json").is_file():
+        staging = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        convert_ideafinbench(source, staging)
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)  # whole or not at all: a crashed conversion leaves no half exam
+    return dest
 
 TOKENS_UNCOUNTABLE = "tokens-uncountable"
 """Trace event: the truncation policy could not be applied, the backend cannot count tokens."""
@@ -98,26 +132,35 @@ class CFinBenchOptions:
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens",)
 
     split: str = "val"
-    """Which split is evaluated."""
+    """The split scored: 'val' (scored), 'dev' (the few-shot pool), 'test' (may lack answers: then nothing is
+    scored and the results say so)."""
 
     shots: int = 0
-    """0 or 3 in-context examples from dev."""
+    """In-context examples: 0, or 3 (dev items 0, 1, 2 of the same category and type)."""
 
     method: str = "gen"
-    """'gen' (generate and extract), 'll' (most likely option letter; single choice only), 'letters',
-    'auto' or 'all' (mc_methods.py; single choice only)."""
+    """'gen' (generate and extract), 'll' (the most likely option letter: the official PPL config), 'letters'
+    (option-letter probabilities at the answer position of the gen prompt's reply), 'auto' (the best the backend
+    offers) or 'all' (every method, with agreement and κ); see docs/methods.md. All but gen are single choice;
+    ll, auto and all are 0-shot."""
 
     extract: str = "official"
-    """Extraction mode of the headline; the other one is reported beside it."""
+    """Which extraction the headline uses; both are always computed, the other one reported under its name."""
 
     truncate: str = "paper-2048"
-    """Named truncation policy (prompts.TRUNCATION_POLICIES)."""
+    """'paper-2048' (right-truncate prompts over 2048 tokens, as the paper) or 'none'."""
 
     types: tuple[str, ...] = QUESTION_TYPES
-    """Question types evaluated."""
+    """Question types evaluated (comma list); methods other than gen take single_choice only (their default)."""
 
     max_tokens: int = 256
     """Generation budget per reply."""
+
+    exam: str | None = None
+    """The exam folder (CFinBench's layout: {dev,val,test}/{single_choice,multi_choice,judgment}/{CAT}.jsonl);
+    default DATA_ROOT/cfinbench. Any exam in the layout works (`finharness data convert ideafinbench`);
+    'standin:cpa' converts IDEAFinBench's CPA exams from the data root on the fly (a stand-in, named so in every
+    output). Where the folder is does not enter the run key; its questions do."""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> "CFinBenchOptions":
@@ -209,18 +252,34 @@ class CFinBenchTask(Task):
 
     # --- loading ------------------------------------------------------------------------------
 
-    @staticmethod
-    def resolve_root(data_dir: Path | None) -> Path:
-        """--data-dir ROOT, else $FINHARNESS_DATA_DIR/cfinbench."""
-        if data_dir is not None:
-            return Path(data_dir)
-        env = os.environ.get("FINHARNESS_DATA_DIR")
-        if env:
-            return Path(env) / "cfinbench"
-        raise DataError("no data directory given", hint=LAYOUT_HINT)
+    def key_options(self, settings: CFinBenchOptions) -> dict[str, Any]:
+        key = asdict(settings)
+        if key.pop("exam") == STANDIN_CPA:  # a folder's path is not a result; the stand-in is another exam
+            key["exam"] = STANDIN_CPA
+        return key
+
+    @property
+    def standin(self) -> bool:
+        """This run scores the CPA stand-in, not CFinBench's own questions."""
+        return self.settings.exam == STANDIN_CPA
+
+    def exam_folder(self, data_dir: Path | None) -> Path:
+        """The exam this run reads: -o exam=FOLDER, the CPA stand-in converted into the cache, or DATA_ROOT/cfinbench.
+        A data root given in the old meaning (an exam folder as --data-dir) is an error saying what to type."""
+        root = resolve_data_dir(data_dir)
+        if self.settings.exam == STANDIN_CPA:
+            return cpa_standin(root)
+        if self.settings.exam is not None:
+            return Path(self.settings.exam).expanduser()
+        default = root / "cfinbench"
+        if not (default / self.settings.split).is_dir() and any((root / s).is_dir() for s in SPLITS):
+            raise DataError("this folder is an exam in CFinBench's layout, not a data root: --data-dir names the data "
+                            "root of every task (the folder holding cfinbench/, bizbench/, ucfe/...)", path=root,
+                            hint=f"run the exam with -o exam={root} (and --data-dir DATA_ROOT for the other tasks)")
+        return default
 
     def load(self, data_dir: Path | None) -> list[Sample]:
-        root = self.resolve_root(data_dir)
+        root = self.exam_folder(data_dir)
         split = self.settings.split
         split_dir = root / split
         if not split_dir.is_dir():
@@ -421,6 +480,9 @@ class CFinBenchTask(Task):
         }
         if methods_extra is not None:
             extra["methods"] = methods_extra
+        if self.standin:
+            extra["exam"] = {"standin": "cpa", "source": "IDEAFinBench cpa_one + cpa_multi (converted on the fly)"}
+            notes.insert(0, STANDIN_NOTE)
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
 
     def _method_metrics(self, scored: Sequence[tuple[Sample, ScoredItem]], records: Sequence[SampleRecord],

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from ...backends.spec_options import model_name
 from ...data.errors import DataError
 from ...data.io import iter_jsonl, read_json
+from ...data.registry import resolve_data_dir
 
 BENCH_FILE = "UCFE_bench.json"
 DATA_HINT = ("pass --data-dir pointing at a data root that holds ucfe/UCFE_bench.json (or at the ucfe folder "
@@ -67,10 +68,7 @@ def sample_id(task: str, item_id: int | str) -> str:
 
 def resolve_bench_file(data_dir: Path | None) -> Path:
     """DATA_ROOT/ucfe/UCFE_bench.json, or DIR/UCFE_bench.json when DIR is the ucfe folder itself."""
-    if data_dir is None:
-        from ...data.registry import default_data_dir
-
-        data_dir = default_data_dir()
+    data_dir = resolve_data_dir(data_dir)
     for candidate in (Path(data_dir) / "ucfe" / BENCH_FILE, Path(data_dir) / BENCH_FILE):
         if candidate.is_file():
             return candidate
