@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from finharness.report.leaderboard import CI_OVERLAP, Entry, compare, rank_entries, rank_labels
 
 
@@ -69,3 +71,33 @@ def test_rank_groups_can_chain():
     standings, _ = rank_entries([a, b, c])
     assert [s.rank for s in standings] == [1, 1, 2]
     assert set(standings[1].not_separable_from) == {"a", "c"}
+
+
+def test_lower_is_better_ranks_the_smallest_first():
+    few, many = entry("few errors", scores(20, 100)), entry("many errors", scores(70, 100))
+    standings, comparisons = rank_entries([many, few], lower_is_better=True)
+    assert [s.entry.label for s in standings] == ["few errors", "many errors"] and [s.rank for s in standings] == [1, 2]
+    assert comparisons[0].ahead == "few errors" and comparisons[0].separable and comparisons[0].diff < 0
+    # the same values read higher-is-better put the other one first
+    assert [s.entry.label for s in rank_entries([few, many])[0]] == ["many errors", "few errors"]
+    apart = compare(Entry("low", 0.1, (0.05, 0.15)), Entry("high", 0.5, (0.4, 0.6)), lower_is_better=True)
+    assert apart.basis == CI_OVERLAP and apart.separable
+    wrong_way = compare(Entry("high", 0.5, (0.4, 0.6)), Entry("low", 0.1, (0.05, 0.15)), lower_is_better=True)
+    assert not wrong_way.separable
+
+
+def test_directions_come_from_results_or_the_built_in_task(tmp_path):
+    from finharness.core.task import metric_direction
+    from finharness.report.runs import RunData
+
+    declared = {"unparseable_rate": "lower", "*.unparseable_rate": "lower", "agreement.*": "info"}
+    assert [metric_direction(m, declared) for m in ("strict.score", "robust.unparseable_rate", "agreement.ll~gen")] \
+        == ["higher", "lower", "info"]
+    with pytest.raises(ValueError, match="'sideways' for 'x' is not one of higher, lower, info"):
+        metric_direction("x", {"x": "sideways"})
+    written = RunData(tmp_path, {"task": "ucfe", "metrics": {"rounds": {}}, "directions": {}}, ())
+    assert written.direction("rounds") == "higher"  # results.json says so: it wins
+    older = RunData(tmp_path, {"task": "ucfe", "metrics": {"rounds": {}}}, ())
+    assert older.direction("rounds") == "info"  # written before directions: the built-in UCFE task declares it
+    assert RunData(tmp_path, {"task": "mine", "metrics": {"x": {}}}, ()).direction("x") == "higher"
+

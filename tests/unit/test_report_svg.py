@@ -21,6 +21,7 @@ from finharness.report.svg import (
     label_column_width,
     nice_ticks,
     text_width,
+    tick_labels,
     viridis,
 )
 
@@ -89,6 +90,30 @@ def test_nice_ticks_and_text_helpers():
     assert 1.5 * text_width("ab") < text_width("中文") < 2.5 * text_width("ab")  # about twice a Latin letter
     clipped = clip_text("a very long model name indeed", 60)
     assert clipped.endswith("…") and text_width(clipped) <= 60
+
+
+def test_count_axes_tick_whole_numbers_and_every_label_is_distinct():
+    assert nice_ticks(0, 1, 4, integer=True) == [0, 1]  # win counts of at most 1: not 0 .25 .5 .75 1
+    assert nice_ticks(0, 2.2, integer=True) == [0, 1, 2]
+    assert nice_ticks(0, 37, 4, integer=True) == [0, 10, 20, 30]
+    assert tick_labels(nice_ticks(0, 2.2), percent=False) == ["0.0", "0.5", "1.0", "1.5", "2.0"]  # was 0 0 1 2 2
+    assert tick_labels(nice_ticks(0, 1, 4), percent=False) == ["0.00", "0.25", "0.50", "0.75", "1.00"]
+    assert tick_labels(nice_ticks(0, 1), percent=True) == ["0%", "20%", "40%", "60%", "80%", "100%"]
+    assert tick_labels([0, 1, 2], percent=False) == ["0", "1", "2"]
+
+
+def axis_labels(svg: str) -> list[str]:
+    return [t.text for t in parse(svg).iter("text")
+            if t.get("fill") == "#555" and t.get("text-anchor") == "middle"]
+
+
+def test_a_count_chart_and_a_count_heatmap_read_whole_numbers():
+    bars = str(bar_chart("rounds", [BarGroup("a", (Bar(2.0, (1.0, 2.1)),)), BarGroup("b", (Bar(1.0),))],
+                         percent=False))
+    assert axis_labels(bars) == ["0", "1", "2"]
+    wins = str(heatmap("wins", ["a", "b"], ["a", "b"], [[None, Cell(1)], [Cell(0), None]], domain=(0, 1),
+                       percent=False, integer=True))
+    assert axis_labels(wins) == ["0", "1"]
 
 
 def test_ci_strip_and_charts_contain_no_network_reference():

@@ -53,12 +53,18 @@ th:not(.num),td:not(.num){overflow-wrap:anywhere;max-width:340px}
 tr>:first-child{min-width:12em}
 thead th.num{white-space:normal;min-width:4.5em}
 table.health thead th{font-size:12px;vertical-align:bottom}
+small.this{display:block;color:var(--muted);font-size:11px;white-space:nowrap}
 .ok,.warn{white-space:nowrap}
 tbody tr:nth-child(even){background:#fafbfc}
 tbody th{font-weight:500}
 .num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 span.ci{display:block;color:var(--muted);font-size:11px}
 table.leaderboard td:first-child,table.leaderboard th:first-child{font-weight:700}
+table.leaderboard tr>:first-child{min-width:3.5em}
+table.leaderboard .run{white-space:nowrap}
+ul.config{margin:0;padding-left:1.1em;font-size:12px;min-width:14em}
+ul.config code{overflow-wrap:anywhere}
+details.config>summary{white-space:nowrap;font-size:12px;padding:0}
 .board{margin-bottom:16px}
 .warn{color:var(--bad);font-weight:600}
 .ok{color:var(--good);font-weight:600}

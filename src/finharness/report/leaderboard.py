@@ -2,8 +2,10 @@
 
 The rule (also printed in the report):
 
-- Runs of one task are ordered by their headline metric (the first metric in results.json,
-  higher is better).
+- Runs of one task are ordered by their headline metric (results.json `headline`) in the direction
+  the task declares (results.json `directions`, Task.metric_directions): higher is better unless the
+  metric is lower-is-better (an error rate: ranked the other way) or informational (rounds, tokens:
+  the runs are listed, not ranked).
 - Two runs are *separable* when a test says so at level ALPHA = 0.05 (no multiplicity correction):
   - paired, when both runs have per-sample scores (samples.jsonl) and share at least
     PAIRING_MIN_OVERLAP (90%) of the larger run's scored items: `finharness.stats.paired_test` on
@@ -46,7 +48,8 @@ class Entry:
     """Unique name in the ranking."""
 
     value: float | None
-    """Higher is better; None is listed last without a rank."""
+    """Ranked in the leaderboard's direction (higher first unless lower is better); None is listed last
+    without a rank."""
 
     ci95: tuple[float, float] | None
     """95% interval of `value`."""
@@ -60,10 +63,10 @@ class Entry:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The higher entry against the lower one."""
+    """The entry ranked ahead (the better value) against the one behind it."""
 
-    higher: str
-    lower: str
+    ahead: str
+    behind: str
     basis: str
     """'mcnemar-exact' or 'paired-t' (paired), or 'ci-overlap'."""
 
@@ -71,7 +74,7 @@ class Comparison:
     """Whether the data separate the two (see the module docstring)."""
 
     diff: float | None
-    """Paired: mean(higher) − mean(lower) over shared items; otherwise the difference of the values."""
+    """Paired: mean(ahead) − mean(behind) over shared items; otherwise the difference of the values."""
 
     diff_ci95: tuple[float, float] | None
     """95% interval of the paired difference (None for ci-overlap)."""
@@ -95,32 +98,36 @@ class Standing:
     """Labels of the other entries the data cannot tell apart from this one."""
 
 
-def compare(higher: Entry, lower: Entry) -> Comparison:
-    """Decide whether `higher` (the larger value) is separable from `lower`."""
-    a, b = higher.per_sample, lower.per_sample
+def compare(ahead: Entry, behind: Entry, lower_is_better: bool = False) -> Comparison:
+    """Decide whether `ahead` (the better value: the larger, or with `lower_is_better` the smaller) is separable
+    from `behind`."""
+    better = -1.0 if lower_is_better else 1.0  # the sign of a difference in ahead's favour
+    a, b = ahead.per_sample, behind.per_sample
     if a and b:
         shared = len(set(a) & set(b))
         if shared >= 2 and shared >= PAIRING_MIN_OVERLAP * max(len(a), len(b)):
-            result = paired_test(b, a)  # diff = higher − lower
+            result = paired_test(b, a)  # diff = ahead − behind
             significant = math.isfinite(result.p_value) and result.p_value < ALPHA
-            return Comparison(higher.label, lower.label, result.test, significant and result.diff > 0,
+            return Comparison(ahead.label, behind.label, result.test, significant and better * result.diff > 0,
                               result.diff, result.ci95, result.p_value, result.n)
-    diff = None if higher.value is None or lower.value is None else higher.value - lower.value
-    disjoint = bool(higher.ci95 and lower.ci95 and lower.ci95[1] < higher.ci95[0])
-    return Comparison(higher.label, lower.label, CI_OVERLAP, disjoint, diff, None, None, None)
+    diff = None if ahead.value is None or behind.value is None else ahead.value - behind.value
+    low, high = (ahead, behind) if lower_is_better else (behind, ahead)
+    disjoint = bool(low.ci95 and high.ci95 and low.ci95[1] < high.ci95[0])
+    return Comparison(ahead.label, behind.label, CI_OVERLAP, disjoint, diff, None, None, None)
 
 
-def rank_entries(entries: Sequence[Entry]) -> tuple[list[Standing], list[Comparison]]:
+def rank_entries(entries: Sequence[Entry], lower_is_better: bool = False) -> tuple[list[Standing], list[Comparison]]:
     """Standings (best first) and every pairwise comparison between entries that have values."""
     valued = sorted((e for e in entries if e.value is not None and math.isfinite(e.value)),
-                    key=lambda e: -e.value)  # type: ignore[operator]
-    comparisons = [compare(valued[i], valued[j]) for i in range(len(valued)) for j in range(i + 1, len(valued))]
-    beaten_by = Counter(c.lower for c in comparisons if c.separable)
+                    key=lambda e: e.value if lower_is_better else -e.value)  # type: ignore[operator]
+    comparisons = [compare(valued[i], valued[j], lower_is_better)
+                   for i in range(len(valued)) for j in range(i + 1, len(valued))]
+    beaten_by = Counter(c.behind for c in comparisons if c.separable)
     tied: dict[str, list[str]] = {e.label: [] for e in valued}
     for c in comparisons:
         if not c.separable:
-            tied[c.higher].append(c.lower)
-            tied[c.lower].append(c.higher)
+            tied[c.ahead].append(c.behind)
+            tied[c.behind].append(c.ahead)
     standings = [Standing(e, 1 + beaten_by[e.label], tuple(tied[e.label])) for e in valued]
     standings += [Standing(e, None, ()) for e in entries if e not in valued]
     return standings, comparisons
@@ -145,7 +152,8 @@ RULE_TEXT = ("Ranks separate only what the data separate. Two runs of a task tha
              "scored items are compared with a paired test on per-sample scores (exact McNemar for 0/1 scores, "
              "paired t otherwise); other pairs are separable only when their 95% CIs do not overlap. Level 0.05, "
              "no multiplicity correction. Rank = 1 + the number of runs separable from and above it; '=k' marks a "
-             "rank group. Higher is better.")
+             "rank group. Higher is better, unless the task declares the metric lower-is-better (↓, ranked the other "
+             "way) or informational (listed, not ranked).")
 
 
 def leaderboard_section(runs: Sequence[RunData]) -> Markup:
@@ -159,8 +167,12 @@ def leaderboard_section(runs: Sequence[RunData]) -> Markup:
 
 
 def task_leaderboard(task: str, metric: str, runs: Sequence[RunData], names: Mapping) -> Markup:
+    direction = runs[0].direction(metric)
     entries = run_entries(runs, metric, names)
-    standings, comparisons = rank_entries(entries)
+    if direction == "info":  # describes the runs: listed in run order, no rank, no comparison
+        standings, comparisons = [Standing(e, None, ()) for e in entries], []
+    else:
+        standings, comparisons = rank_entries(entries, lower_is_better=direction == "lower")
     run_of = {names[r.path]: r for r in runs}
     configs = config_differences(runs)
     percent = all(is_percent_metric(metric, r.metric(metric)) for r in runs)
@@ -170,16 +182,35 @@ def task_leaderboard(task: str, metric: str, runs: Sequence[RunData], names: Map
     for label, standing in zip(rank_labels(standings), standings):
         e = standing.entry
         run = run_of[e.label]
-        rows.append([label, e.label, run.name, configs[run.path] or "", fmt_metric(e.value, percent),
+        rows.append([label, e.label, Markup('<span class="run">{}</span>').format(run.name),
+                     config_cell(configs[run.path]), fmt_metric(e.value, percent),
                      fmt_ci(e.ci95, percent), ci_strip(e.value, e.ci95, domain, percent=percent, label=e.label),
                      fmt_num(e.n), run.results.get("status", "?"), ", ".join(standing.not_separable_from) or "—"])
-    board = table(["rank", "model", "run", "config", metric, "95% CI", "", "n", "status", "not separable from"],
-                  rows, cls="leaderboard", numeric_from=4,
-                  caption=Markup("<b>{}</b> — headline <code>{}</code>").format(task, metric))
-    pairs = [[c.higher, c.lower, fmt_metric(c.diff, percent), fmt_ci(c.diff_ci95, percent), fmt_p(c.p_value),
+    heading = {"higher": metric, "lower": f"{metric} ↓", "info": metric}[direction]
+    caption = {"higher": Markup("<b>{}</b> — headline <code>{}</code>"),
+               "lower": Markup("<b>{}</b> — headline <code>{}</code>, lower is better (↓)"),
+               "info": Markup("<b>{}</b> — headline <code>{}</code> describes the runs and ranks nothing (the task "
+                              "declares it informational): runs listed, not ranked")}[direction].format(task, metric)
+    board = table(["rank", "model", "run", "config", heading, "95% CI", "", "n", "status", "not separable from"],
+                  rows, cls="leaderboard", numeric_from=4, caption=caption)
+    pairs = [[c.ahead, c.behind, fmt_metric(c.diff, percent), fmt_ci(c.diff_ci95, percent), fmt_p(c.p_value),
               f"{c.basis}" + (f" (n={c.n_shared})" if c.n_shared else ""), "yes" if c.separable else "no"]
              for c in comparisons]
     extra = details(f"Pairwise comparisons ({len(pairs)})",
-                    table(["higher", "lower", "Δ", "95% CI of Δ", "p", "test", "separable"], pairs,
+                    table(["ranked ahead", "behind", "Δ", "95% CI of Δ", "p", "test", "separable"], pairs,
                           numeric_from=2)) if pairs else Markup("")
     return Markup('<div class="board">{}{}</div>').format(board, extra)
+
+
+CONFIG_INLINE = 2
+"""A run's differing options are listed in its config cell up to this many; more fold into a <details>."""
+
+
+def config_cell(options: Sequence[tuple[str, str]]) -> Markup:
+    """The options of a run that differ from the other runs' (`key`, value), one a line; folded when many."""
+    items = Markup("").join(Markup('<li><code>{}</code> {}</li>').format(k, v) for k, v in options)
+    listing = Markup('<ul class="config">{}</ul>').format(items)
+    if len(options) <= CONFIG_INLINE:
+        return listing if options else Markup("")
+    return Markup('<details class="config"><summary>{n} options differ</summary>{listing}</details>').format(
+        n=len(options), listing=listing)

@@ -195,7 +195,7 @@ def _win_matrix(matches: Sequence[Any], label: str) -> Markup:
     return subsection("Win counts",
                       figure(heatmap(f"{label} win counts: row model beat column model", models, models, cells,
                                      domain=(0, top), percent=False, legend_label="wins", row_header="winner",
-                                     column_header="loser"),
+                                     column_header="loser", integer=True),
                              "Cell = how often the row model beat the column model; ties are in the tooltips."))
 
 

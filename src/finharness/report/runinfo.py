@@ -47,23 +47,50 @@ def _warn(text: str, warn: bool) -> Markup:
     return Markup(f'<span class="warn">{escape(text)}</span>') if warn else escape(text)
 
 
+def tokens_text(c: Mapping[str, Any]) -> str:
+    """'12.3k / 456', with log-likelihood and reasoning tokens when there are any."""
+    text = f"{compact(c.get('prompt_tokens'))} / {compact(c.get('completion_tokens'))}"
+    if c.get("tokens_evaluated"):
+        text += f" ({compact(c['tokens_evaluated'])} ll)"
+    if c.get("reasoning_tokens"):
+        text += f" ({compact(c['reasoning_tokens'])} reasoning)"
+    return text
+
+
+def run_effort(r: RunData) -> tuple[Any, Any, Any]:
+    """(tokens cell, wall time cell, out tokens/s) of a run: summed over every invocation when results.json has
+    `cumulative` (a resumed or cached rerun spent little itself), with this invocation's own figures beneath."""
+    timing, c = r.results.get("timing") or {}, r.counts
+    total = r.results.get("cumulative")
+    if not isinstance(total, Mapping):
+        return tokens_text(c), fmt_num(timing.get("wall_s"), 1), fmt_num(timing.get("completion_tokens_per_s"), 1)
+    wall, out = total.get("wall_s"), total.get("completion_tokens")
+    rate = out / wall if isinstance(wall, (int, float)) and wall > 0 and isinstance(out, (int, float)) else None
+    invocations = total.get("invocations")
+    if not isinstance(invocations, int) or invocations <= 1:
+        return tokens_text(total), fmt_num(wall, 1), fmt_num(rate, 1)
+    return (Markup('{}<small class="this">{} invocations</small><small class="this">last: {}</small>').format(
+                tokens_text(total), invocations, tokens_text(c)),
+            Markup('{}<small class="this">last: {}</small>').format(fmt_num(wall, 1), fmt_num(timing.get("wall_s"), 1)),
+            fmt_num(rate, 1))
+
+
 def health_section_body(runs: Sequence[RunData]) -> Markup:
     names = display_names(runs)
     rows = []
+    costs = {r.path: (r.results.get("cumulative") or {}).get("cost_usd") for r in runs}
+    show_cost = any(isinstance(v, (int, float)) and v > 0 for v in costs.values())
     for r in runs:
-        timing = r.results.get("timing") or {}
         status = r.results.get("status", "?")
         c = r.counts
-        tokens = f"{compact(c.get('prompt_tokens'))} / {compact(c.get('completion_tokens'))}"
-        if c.get("tokens_evaluated"):
-            tokens += f" ({compact(c['tokens_evaluated'])} ll)"
         rows.append([Markup("{}<br><small>{}</small>").format(names[r.path], r.task),
                      Markup('<span class="{}">{}</span>').format("ok" if status == "complete" else "warn", status),
                      f"{fmt_num(c.get('scored'))} / {fmt_num(c.get('samples'))}",
                      *[_warn(fmt_num(c.get(key)), warn and bool(c.get(key))) for key, _, warn in HEALTH_COLUMNS],
-                     tokens, fmt_num(timing.get("wall_s"), 1), fmt_num(timing.get("completion_tokens_per_s"), 1)])
+                     *run_effort(r), *([fmt_num(costs[r.path], 4)] if show_cost else [])])
     parts = [table(["run", "status", "scored / samples", *[label for _, label, _ in HEALTH_COLUMNS],
-                    "tokens in / out", "wall time (s)", "out tokens/s"], rows, cls="health", numeric_from=2)]
+                    "tokens in / out", "wall time (s)", "out tokens/s", *(["cost (USD)"] if show_cost else [])],
+                   rows, cls="health", numeric_from=2)]
     rules = {r.path: r.extraction_rules() for r in runs}
     for task, task_runs in by_task([r for r in runs if rules[r.path]]).items():
         names_in_task = sorted({k for r in task_runs for k in rules[r.path]}, key=lambda k: -sum(

@@ -7,11 +7,13 @@ samples.jsonl is still shown, but cannot be paired item by item and has no trans
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..core.task import metric_direction
 from ..data.errors import DataError
 from ..data.io import iter_jsonl, read_json
 
@@ -51,8 +53,16 @@ class RunData:
 
     @property
     def headline(self) -> str | None:
-        """The headline metric: tasks list it first in results.json (accuracy, strict.score...)."""
-        return next(iter(self.metrics), None)
+        """The headline metric: results.json `headline` (the task's), else the first metric listed."""
+        named = self.results.get("headline")
+        return named if named in self.metrics else next(iter(self.metrics), None)
+
+    def direction(self, metric: str) -> str:
+        """'higher', 'lower' or 'info' (core.task.DIRECTIONS): results.json `directions`, or for a run written
+        before results carried them, what the built-in task of that name declares."""
+        if "directions" in self.results:
+            return str((self.results.get("directions") or {}).get(metric, "higher"))
+        return metric_direction(metric, built_in_directions(self.task))
 
     @property
     def task_config(self) -> Mapping[str, Any]:
@@ -91,6 +101,15 @@ class RunData:
             elif s.get("extraction"):
                 rules[str(s["extraction"].get("rule"))] += 1
         return rules
+
+
+@functools.cache
+def built_in_directions(task: str) -> Mapping[str, str]:
+    """Task.metric_directions of the built-in task named `task` ({} for any other)."""
+    from ..benchmarks.registry import TASKS
+    from ..plugins import load_target
+
+    return load_target(TASKS[task]).metric_directions if task in TASKS else {}
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -132,11 +151,25 @@ def display_names(runs: Sequence[RunData]) -> dict[Path, str]:
     return {p: (str(p) if label_counts[label] > 1 else label) for p, label in names.items()}
 
 
-def config_differences(runs: Sequence[RunData]) -> dict[Path, str]:
-    """Per run, the task options that are not the same across `runs` ('' when all agree)."""
-    keys = sorted({k for r in runs for k in r.task_config})
-    varying = [k for k in keys if len({repr(r.task_config.get(k)) for r in runs}) > 1]
-    return {r.path: ", ".join(f"{k}={r.task_config.get(k)}" for k in varying) for r in runs}
+def flat_options(options: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested options as dotted leaves: {"settings": {"max_rounds": 3}} -> {"settings.max_rounds": 3}."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, Mapping) and value:
+            out.update(flat_options(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_differences(runs: Sequence[RunData]) -> dict[Path, list[tuple[str, str]]]:
+    """Per run, the task options (nested ones as dotted leaves) whose values are not the same across `runs`, as
+    (key, value text); empty when all agree."""
+    flat = {r.path: flat_options(r.task_config) for r in runs}
+    keys = sorted({k for options in flat.values() for k in options})
+    varying = [k for k in keys if len({repr(options.get(k)) for options in flat.values()}) > 1]
+    return {path: [(k, "—" if options.get(k) is None else str(options.get(k))) for k in varying]
+            for path, options in flat.items()}
 
 
 def by_task(runs: Sequence[RunData]) -> dict[str, list[RunData]]:

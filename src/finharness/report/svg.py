@@ -124,13 +124,16 @@ def ink_on(fill: str) -> str:
     return "#111111" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 else "#ffffff"
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick positions covering [low, high] (steps of 1, 2, 2.5 or 5 times a power of ten)."""
+def nice_ticks(low: float, high: float, count: int = 5, integer: bool = False) -> list[float]:
+    """Round tick positions covering [low, high] (steps of 1, 2, 2.5 or 5 times a power of ten); `integer`: whole
+    steps only (counts: 0 1 2, never 0 0.5 1)."""
     if high <= low:
         return [low]
     raw = (high - low) / max(1, count)
+    if integer:
+        raw = max(raw, 1.0)
     power = 10 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw and not (integer and m == 2.5 and power < 10))
     first = math.ceil(low / step - 1e-9) * step
     ticks = []
     x = first
@@ -138,6 +141,14 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
         ticks.append(round(x, 10))
         x += step
     return ticks
+
+
+def tick_labels(ticks: Sequence[float], percent: bool) -> list[str]:
+    """The tick values as text with the fewest decimals that write each one exactly (0.0 0.5 1.0, never 0 0 1:
+    every label distinct and true)."""
+    shown = [100 * t if percent else t for t in ticks]
+    digits = next((d for d in range(5) if all(abs(round(v, d) - v) < 1e-9 * max(1.0, abs(v)) for v in shown)), 4)
+    return [format_value(t, percent, digits) for t in ticks]
 
 
 def chart_id(*parts: object) -> str:
@@ -183,11 +194,12 @@ class BarGroup:
 
 def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("",), *, percent: bool = True,
               domain: tuple[float, float] | None = None, baseline: float | None = None, width: int = 760,
-              desc: str = "") -> Markup:
+              desc: str = "", integer: bool | None = None) -> Markup:
     """Horizontal bars with CI whiskers; several series per group get a legend.
 
     `domain` defaults to [0, 1] for percentages and to the data range (with the CIs) otherwise;
-    bars start at `baseline` (default: the domain's low end or 0), so ratings can start at 1000."""
+    bars start at `baseline` (default: the domain's low end or 0), so ratings can start at 1000.
+    `integer`: whole-number axis ticks (default: for a non-percent axis spanning 2 or more)."""
     uid = chart_id("bar", title, [g.label for g in groups], series)
     bars = [b for g in groups for b in g.bars if b is not None and b.value is not None]
     lows = [min(b.value, b.ci95[0]) if b.ci95 else b.value for b in bars]
@@ -230,11 +242,14 @@ def bar_chart(title: str, groups: Sequence[BarGroup], series: Sequence[str] = ("
                 x=round(x, 1), c=PALETTE[i % len(PALETTE)], tx=round(x + 16, 1), name=name))
     top = legend_h + axis_h
     bottom = height - 8
-    for tick in nice_ticks(*domain):
+    if integer is None:
+        integer = not percent and domain[1] - domain[0] >= 2
+    ticks = nice_ticks(*domain, integer=integer)
+    for tick, text in zip(ticks, tick_labels(ticks, percent)):
         x = x_of(tick)
         parts.append(Markup('<line x1="{x}" x2="{x}" y1="{y0}" y2="{y1}" stroke="#e3e3e3"/>'
                             '<text x="{x}" y="{ty}" text-anchor="middle" fill="#555">{label}</text>').format(
-            x=round(x, 1), y0=top - 4, y1=bottom, ty=top - 8, label=format_value(tick, percent, 0)))
+            x=round(x, 1), y0=top - 4, y1=bottom, ty=top - 8, label=text))
     parts.append(Markup('<line x1="{x}" x2="{x}" y1="{y0}" y2="{y1}" stroke="#888"/>').format(
         x=round(x_of(start), 1), y0=top - 4, y1=bottom))
     y = top
@@ -310,8 +325,9 @@ class Cell:
 
 def heatmap(title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequence[Sequence[Cell | None]], *,
             domain: tuple[float, float] = (0.0, 1.0), percent: bool = True, legend_label: str = "",
-            row_header: str = "", column_header: str = "", desc: str = "") -> Markup:
-    """Rows × columns of coloured cells (viridis over `domain`) with a colour legend and a 'no data' key."""
+            row_header: str = "", column_header: str = "", desc: str = "", integer: bool = False) -> Markup:
+    """Rows × columns of coloured cells (viridis over `domain`) with a colour legend and a 'no data' key;
+    `integer`: the values are counts (whole-number legend ticks)."""
     uid = chart_id("heat", title, rows, columns)
     row_label_w = label_column_width([*rows, row_header])
     cell_w = max(46.0, min(96.0, max([text_width(c) for c in columns] + [0.0]) * 0.55 + 12))
@@ -358,12 +374,14 @@ def heatmap(title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequ
                                 'dominant-baseline="middle" font-size="11" fill="{ink}">{label}</text></g>').format(
                 tip=tip, x=round(x, 1), y=round(y, 1), w=round(cell_w, 1), h=cell_h, fill=fill,
                 tx=round(x + cell_w / 2, 1), ty=round(y + cell_h / 2, 1), ink=ink_on(fill), label=label))
-    parts.append(_legend(uid, row_label_w, col_label_h + cell_h * len(rows) + 16, domain, percent, legend_label))
+    parts.append(_legend(uid, row_label_w, col_label_h + cell_h * len(rows) + 16, domain, percent, legend_label,
+                         integer))
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
 
 
-def _legend(uid: str, x: float, y: float, domain: tuple[float, float], percent: bool, label: str) -> Markup:
+def _legend(uid: str, x: float, y: float, domain: tuple[float, float], percent: bool, label: str,
+            integer: bool = False) -> Markup:
     """A horizontal viridis gradient with ticks, and a 'no data' swatch."""
     width, height = 220.0, 10.0
     stops = Markup("").join(Markup('<stop offset="{o}" stop-color="{c}"/>').format(o=t, c=c) for t, c in VIRIDIS)
@@ -372,12 +390,13 @@ def _legend(uid: str, x: float, y: float, domain: tuple[float, float], percent: 
              .format(l=f": {label}" if label else "", uid=uid, stops=stops, x=round(x, 1), y=round(y, 1), w=width,
                      h=height)]
     lo, hi = domain
-    for tick in nice_ticks(lo, hi, 4):
+    ticks = nice_ticks(lo, hi, 4, integer=integer)
+    for tick, text in zip(ticks, tick_labels(ticks, percent)):
         tx = x + width * (tick - lo) / ((hi - lo) or 1.0)
         parts.append(Markup('<line x1="{x}" x2="{x}" y1="{y0}" y2="{y1}" stroke="#555"/><text x="{x}" y="{ty}" '
                             'text-anchor="middle" font-size="11" fill="#555">{t}</text>').format(
             x=round(tx, 1), y0=round(y + height, 1), y1=round(y + height + 4, 1), ty=round(y + height + 16, 1),
-            t=format_value(tick, percent, 0)))
+            t=text))
     if label:
         parts.append(Markup('<text x="{x}" y="{y}" font-size="11" fill="#555">{t}</text>').format(
             x=round(x + width + 12, 1), y=round(y + height - 1, 1), t=label))

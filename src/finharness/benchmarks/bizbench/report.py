@@ -63,7 +63,7 @@ def bizbench_section(runs: Sequence[RunData]) -> Markup:
                  "exception, no_code for executed programs), else call failed / unparseable (rule) / wrong answer."),
             figure(heatmap("BizBench failure classes per run (samples)", [labels[r.path] for r in runs], classes,
                            cells, domain=(0, top), percent=False, legend_label="samples", row_header="run",
-                           column_header="failure class"))))
+                           column_header="failure class", integer=True))))
     return Markup("").join(parts)
 
 
