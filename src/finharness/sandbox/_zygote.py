@@ -16,10 +16,10 @@ Life of a worker:
 2. announce itself with a ``ready`` frame;
 3. keep one child forked ahead of time, waiting for its job on a pipe. Before
    it reads its job, that child enters its own process group and the fresh
-   private job directory and closes the file system with Landlock. For every
-   job frame, hand the job to that child, which sets the resource limits,
-   loads the seccomp filter (compiled by the harness), installs the audit guard
-   (when asked), runs the program and writes one framed JSON result; answer
+   private job directory, closes the file system with Landlock and loads the
+   seccomp filter (compiled by the harness). For every job frame, set that
+   child's resource limits (prlimit) and hand it the job; it installs the audit
+   guard (when asked), runs the program and writes one framed JSON result; answer
    as soon as the result is in, or when the child dies, or at the wall limit;
 4. then clean up: kill every process the job left behind (all processes of
    the pid namespace when the worker has its own, else the job's process
@@ -327,8 +327,9 @@ def _run_program(job: dict, namespace: dict) -> dict:
 
 
 def _confine(job_dir: str) -> None:
-    """Before the job is read: its own process group, death with the zygote, first in line for the OOM
-    killer, the job directory as working directory, and the file system closed (Landlock)."""
+    """Before the job is read (off the critical path): its own process group, death with the zygote, first
+    in line for the OOM killer, the job directory as working directory, the file system closed (Landlock)
+    and the system calls filtered (seccomp). The zygote sets the resource limits when the job comes."""
     os.setpgid(0, 0)
     _set_parent_death_signal()
     with suppress(OSError):  # raising one's own OOM score needs no privilege
@@ -337,22 +338,24 @@ def _confine(job_dir: str) -> None:
     os.chdir(job_dir)
     if _kernel is not None:
         _kernel.restrict_files()
+        _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
 
 
-def _job_child(job: dict, result_fd: int, config: dict) -> None:
-    """Runs in the forked child; never returns (os._exit)."""
-    limits = job["limits"]
+def _limit(pid: int, limits: dict) -> None:
+    """Set a waiting job child's resource limits from the zygote (the child's filter forbids setting them)."""
     mb = 2**20
     cpu = max(1, math.ceil(limits["cpu_s"]))
     # CPU: SIGXCPU at the soft limit, SIGKILL one second later if the program ignores it.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2)
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits["nproc"],) * 2)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if _kernel is not None:
-        _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
+    for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2),
+                         (resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2),
+                         (resource.RLIMIT_NPROC, (limits["nproc"],) * 2),
+                         (resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2), (resource.RLIMIT_CORE, (0, 0))):
+        resource.prlimit(pid, which, value)
+
+
+def _job_child(job: dict, result_fd: int, config: dict) -> None:
+    """Runs in the forked child, confined and limited before the job arrived; never returns (os._exit)."""
+    limits = job["limits"]
     job_dir = os.getcwd()
     captured = sys.stdout = _CappedText(limits["stdout_chars"])
     sys.stderr = _CappedText(0)
@@ -669,7 +672,8 @@ def run_job(job: dict, child: _Prepared, config: dict) -> dict:
     """Hand `job` to the waiting child, then wait for its framed result, its exit or the wall limit."""
     limits = job["limits"]
     started = time.monotonic()
-    with suppress(BrokenPipeError):  # the child is gone: its exit status tells why
+    with suppress(BrokenPipeError, ProcessLookupError):  # the child is gone: its exit status tells why
+        _limit(child.pid, limits)
         write_frame(child.job_write, job)
     os.close(child.job_write)
     child.job_write = -1
