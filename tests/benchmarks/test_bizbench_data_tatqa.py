@@ -171,15 +171,12 @@ def test_gold_programs_give_the_same_value_in_the_sandbox(tatqa_dir):
 def test_cli_builds_both_tasks(tatqa_dir, tmp_path):
     import json
 
-    import typer
     from typer.testing import CliRunner
 
-    from finharness.benchmarks.bizbench.cli import register_build
     from finharness.benchmarks.bizbench.data import read_items_jsonl
+    from finharness.cli import app
 
-    app = typer.Typer()
-    register_build(app)
-    result = CliRunner().invoke(app, ["tatqa", "--tatqa", str(tatqa_dir), "--out-dir", str(tmp_path), "--json"])
+    result = CliRunner().invoke(app, ["data", "build", "tatqa", "--tatqa", str(tatqa_dir), "--out-dir", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     summary = {(row["task"], row["split"]): row for row in json.loads(result.output)}
     items = read_items_jsonl(tmp_path / "codetatqa.jsonl")

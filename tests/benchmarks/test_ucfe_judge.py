@@ -14,7 +14,6 @@ import typer
 from typer.testing import CliRunner
 
 from finharness.backends.fake import FakeBackend
-from finharness.benchmarks.ucfe.cli import register
 from finharness.benchmarks.ucfe.data import load_dialogues, load_items, resolve_bench_file
 from finharness.benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
 from finharness.benchmarks.ucfe.prompts import render_labelled, render_official
@@ -243,13 +242,8 @@ def test_same_names_are_refused(tmp_path):
 # --- the command ----------------------------------------------------------------------------------
 
 def cli_app() -> typer.Typer:
-    app = typer.Typer()
+    from finharness.cli import app
 
-    @app.callback()
-    def _root() -> None:
-        pass
-
-    register(app)
     return app
 
 
