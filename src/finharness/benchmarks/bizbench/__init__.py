@@ -4,7 +4,7 @@
 - `official`  the `kensho/bizbench` parquet from a local copy
 - `secnum`    SEC-Num built from inline-XBRL filings (`finharness data build secnum`)
 - `tatqa`     CodeTAT-QA (gold programs over a DataFrame) and TAT-QA(E) from TAT-QA
-- `cli`       `register_build(build_app)` for `finharness data build ...`
+- `cli`       `finharness data build secnum / tatqa` (mounted by benchmarks/extensions.py)
 
 Names are loaded on first use so that importing the CLI does not import pandas.
 """
