@@ -1,4 +1,4 @@
-"""FinKnow: the CFA question files, log-likelihood and generation with a fake Models object, scoring."""
+"""FinKnow: the CFA question files, log-likelihood and generation with the shared fake model, scoring."""
 
 from __future__ import annotations
 
@@ -6,33 +6,20 @@ import asyncio
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.bizbench.finknow import FinKnowTask, parse_fineval_text
-from finharness.core.task import Models, SampleRecord
-from finharness.core.types import GenerateResponse, LoglikelihoodResponse
+from finharness.core.task import SampleRecord
+from finharness.core.types import GenerateRequest, LoglikelihoodRequest
 from finharness.data.errors import DataError
+from tests.fakes import fake_models
 
 
-class FakeModel:
-    """Answers chats from a script and log-likelihoods from a function; records what it was sent."""
-
-    role, spec, capabilities = "model", "fake:finknow", None
-
-    def __init__(self, reply=lambda user: "[[A]]", logprob=lambda context, continuation: -1.0):
-        self.reply, self.logprob = reply, logprob
-        self.chats, self.requests = [], []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.chats.append(list(messages))
-        return GenerateResponse(text=self.reply(messages[-1].content), finish_reason="stop")
-
-    async def loglikelihood(self, request):
-        self.requests.append(request)
-        values = tuple(self.logprob(request.context, c) for c in request.continuations)
-        return LoglikelihoodResponse(values, (False,) * len(values), (1,) * len(values))
+def sent(model: FakeBackend, kind: type) -> list:
+    return [r for r in model.requests if isinstance(r, kind)]
 
 
-def run(task, samples, model):
-    models = Models({"model": model})
+def run(task, samples, model, store):
+    models = fake_models(store, model=model)
 
     async def go():
         return [await task.solve(s, models) for s in samples]
@@ -71,38 +58,38 @@ def test_parse_fineval_text():
     assert parse_fineval_text("What? A) x B) y") is None
 
 
-def test_loglikelihood_picks_the_most_likely_letter_zero_shot(samples):
+def test_loglikelihood_picks_the_most_likely_letter_zero_shot(samples, tmp_path):
     chosen = {"A": -3.0, "B": -0.5, "C": -2.0}
-    model = FakeModel(logprob=lambda context, continuation: chosen[continuation.strip()])
+    model = FakeBackend(logprob=lambda context, continuation: chosen[continuation.strip()])
     subset = samples[:20]
-    records, agg = run(FinKnowTask(), subset, model)
-    request = model.requests[0]
+    records, agg = run(FinKnowTask(), subset, model, tmp_path)
+    request = sent(model, LoglikelihoodRequest)[0]
     assert request.continuations == (" A", " B", " C")
     assert request.context.startswith("Question: ") and request.context.endswith("\nAnswer:")
     assert "Q:" not in request.context and "CHOICES" not in request.context
     assert all(r.prediction["choice"] == "B" for r in records)
     expected = sum(s.target == "B" for s in subset) / len(subset)
     assert agg.metrics["accuracy"].value == pytest.approx(expected) == agg.metrics["ll"].value
-    assert not model.chats
+    assert not sent(model, GenerateRequest)
 
 
-def test_loglikelihood_of_option_text_reports_a_length_normalised_choice(samples):
+def test_loglikelihood_of_option_text_reports_a_length_normalised_choice(samples, tmp_path):
     sample = samples[0]  # options 'maturity.', 'liquidity.', 'expected inflation.'
     totals = {" maturity.": -5.0, " liquidity.": -6.0, " expected inflation.": -6.5}
-    model = FakeModel(logprob=lambda context, continuation: totals[continuation])
-    records, agg = run(FinKnowTask(continuation="text"), [sample], model)
+    model = FakeBackend(logprob=lambda context, continuation: totals[continuation])
+    records, agg = run(FinKnowTask(continuation="text"), [sample], model, tmp_path)
     assert records[0].prediction["choice"] == "A" and records[0].prediction["choice_norm"] == "C"
     assert records[0].score.values == {"ll": 0.0, "ll_norm": 1.0}  # gold is C
 
 
-def test_generation_uses_the_official_prompt_and_both_readings(samples, shared_data):
+def test_generation_uses_the_official_prompt_and_both_readings(samples, shared_data, tmp_path):
     replies = {0: "So the answer is [[C]].", 1: "The answer is C", 2: "[[B]] or maybe [[C]]"}
     subset = [s for s in samples if s.target == "C"][:3]
     task = FinKnowTask(method="gen")
     task.load(shared_data)  # sets the data dir for the prompt files
-    model = FakeModel(reply=lambda user: replies[[s.input["question"] in user for s in subset].index(True)])
-    records, agg = run(task, subset, model)
-    messages = model.chats[0]
+    model = FakeBackend(reply=lambda user: replies[[s.input["question"] in user for s in subset].index(True)])
+    records, agg = run(task, subset, model, tmp_path)
+    messages = sent(model, GenerateRequest)[0].messages
     assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[-1].content.startswith("Question: ") and "\nA. " in messages[-1].content
     assert [r.score.values for r in records] == [{"official": 1.0, "robust": 1.0}, {"official": 0.0, "robust": 1.0},

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import SimpleNamespace
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.judge import expected_scores
-from finharness.core.task import Models
-from finharness.core.types import GenerateResponse, TokenLogprob
+from finharness.core.types import TokenLogprob
 from finharness.judges.soft import TOP_LOGPROBS as EXPECTED_TOP_LOGPROBS
-from tests.benchmarks.test_fintradebench_task import FakeHandle, load, verdict
+from tests.benchmarks.test_fintradebench_task import ANSWER, load, verdict
+from tests.fakes import fake_models
 
 
 def _spell(reply: str, tops: dict[str, dict[str, float]]) -> tuple[TokenLogprob, ...]:
@@ -61,44 +61,33 @@ def test_nothing_is_read_without_logprobs_or_when_tokens_do_not_spell_the_reply(
     assert expected_scores(reply + " ", _spell(reply, {})) == {}
 
 
-class _LogprobJudge(FakeHandle):
-    """Writes the verdict JSON and returns per-token logprobs with alternatives at the correctness digit."""
-
-    def __init__(self):
-        super().__init__("judge")
-        self.capabilities = SimpleNamespace(next_token_logprobs=True)
-        self.params = []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        if "correctness_score" not in messages[-1].content:
-            return await super().chat(messages, params, sample_index)
-        self.params.append(params)
-        reply = verdict(correctness=4)
-        tops = {"correctness_score": {"4": math.log(0.5), "2": math.log(0.5)}}
-        return GenerateResponse(reply, "stop", logprobs=_spell(reply, tops))
+def logprob_judge() -> FakeBackend:
+    """Writes the verdict JSON, with per-token logprobs carrying alternatives at the correctness digit."""
+    tops = {"correctness_score": {"4": math.log(0.5), "2": math.log(0.5)}}
+    return FakeBackend(name="logprob-judge", reply=verdict(correctness=4), logprobs=lambda reply: _spell(reply, tops))
 
 
 @pytest.mark.parametrize("judge_scores, correctness", [("official", 4 / 5), ("expected", 3 / 5)])
-def test_the_task_scores_with_expected_values_only_when_asked(shared_data, judge_scores, correctness):
+def test_the_task_scores_with_expected_values_only_when_asked(shared_data, judge_scores, correctness, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false",
                          judge_scores=judge_scores)
-    judge = _LogprobJudge()
-    prediction = asyncio.run(task.solve(samples["F1"], Models({"model": FakeHandle("model"), "judge": judge})))
+    judge = logprob_judge()
+    prediction = asyncio.run(task.solve(samples["F1"], fake_models(tmp_path, model=ANSWER, judge=judge)))
     score = task.score(samples["F1"], prediction)
     assert score.value == pytest.approx(correctness)  # (4·½ + 2·½) / 5 = 0.6 when expected
     if judge_scores == "expected":
-        assert judge.params[-1].top_logprobs == EXPECTED_TOP_LOGPROBS
+        assert judge.requests[-1].params.top_logprobs == EXPECTED_TOP_LOGPROBS
         assert score.values["expected_coverage"] == pytest.approx(1.0)
         assert prediction["judge"]["expected"]["correctness"] == pytest.approx(3.0)
     else:
-        assert judge.params[-1].top_logprobs == 0 and "expected" not in prediction["judge"]
+        assert judge.requests[-1].params.top_logprobs == 0 and "expected" not in prediction["judge"]
         assert "expected_coverage" not in score.values
 
 
-def test_expected_mode_falls_back_to_written_scores_for_a_judge_without_logprobs(shared_data):
+def test_expected_mode_falls_back_to_written_scores_for_a_judge_without_logprobs(shared_data, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false",
                          judge_scores="expected")
-    judge = FakeHandle("judge", [verdict(correctness=4)])  # capabilities None: no logprobs
-    prediction = asyncio.run(task.solve(samples["F1"], Models({"model": FakeHandle("model"), "judge": judge})))
+    judge = FakeBackend(name="judge", replies=[verdict(correctness=4)])  # next_token_logprobs False
+    prediction = asyncio.run(task.solve(samples["F1"], fake_models(tmp_path, model=ANSWER, judge=judge)))
     score = task.score(samples["F1"], prediction)
     assert score.value == pytest.approx(0.8) and score.values["expected_coverage"] == 0.0

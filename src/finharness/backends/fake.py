@@ -10,6 +10,18 @@ JSON line per call actually made (never for answers served from the run store) -
 "name", "pid", "started"}`, where `key` is the run store's content key of the call and `started` the
 wall-clock time the call began -- so a test can count what a run really computed. Latency and log
 are not part of the identity: they change no answer.
+
+The one fake model of the test suite (docs/testing.md), made in Python with what tests need beyond the
+spec: `reply` may be a function of the last user message; `replies` are given in turn, one per call,
+before anything else answers; a script rule may `fail` instead of replying (a BackendError, `retryable`
+or not, for its first `times` matching calls only when given: a flaky server); `logprob(context,
+continuation)` scores log-likelihood requests (default: seeded noise); `logprobs(text)` gives the
+per-token logprobs of a reply when a request asks for them (next_token_logprobs); `capabilities` replaces
+any Capabilities field. Every request is kept in `requests`, in order (not for a spec: a dry run of any
+size keeps none). A function is named in the identity
+(the call-cache key) by its qualified name only: fakes that share a store and answer differently need
+distinct names. One fake per role (model, judge, user) gives per-role answers: tests/fakes.py makes the
+handles.
 """
 
 from __future__ import annotations
@@ -20,33 +32,76 @@ import json
 import os
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-from ..core.backend import BaseBackend, Capabilities, SpecError
+from ..core.backend import BackendError, BaseBackend, Capabilities, SpecError
 from ..core.hashing import canonical_json, content_key
-from ..core.types import GenerateRequest, GenerateResponse, LoglikelihoodRequest, LoglikelihoodResponse, to_jsonable
+from ..core.types import (
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    TokenLogprob,
+    to_jsonable,
+)
 from .spec_options import split_options
 
 LETTERS = "ABCD"
 
 
+def _named(value: Any) -> Any:
+    """A value as the identity holds it: a function by its qualified name, anything else as it is."""
+    return f"function:{getattr(value, '__qualname__', repr(value))}" if callable(value) else value
+
+
 class FakeBackend(BaseBackend):
     def __init__(self, spec: str = "fake", *, latency: float = 0.0, script: list[dict] | None = None,
-                 reply: str | None = None, name: str = "fake", context_length: int = 32768,
-                 log: str | Path | None = None):
+                 reply: str | Callable[[str], str] | None = None, name: str = "fake", context_length: int = 32768,
+                 log: str | Path | None = None, replies: Sequence[str] = (),
+                 logprob: Callable[[str, str], float] | None = None,
+                 logprobs: Callable[[str], Sequence[TokenLogprob] | None] | None = None,
+                 capabilities: Mapping[str, Any] | None = None, record: bool = True):
         self.spec = spec
         self.latency = latency
         self.log = Path(log) if log is not None else None
         self.script = script or []
         self.reply = reply
+        self.replies = tuple(replies)
+        self.logprob, self.logprobs = logprob, logprobs
         self.name = name
         self.calls = 0
-        self.capabilities = Capabilities(generate=True, loglikelihood=True, next_token_logprobs=False,
+        self.requests: list[GenerateRequest | LoglikelihoodRequest] = []
+        """Every request received, in order (what a test checks was sent); kept only with `record`."""
+        self.record = record
+        self._replied = 0
+        self._failed: dict[int, int] = {}
+        self.capabilities = Capabilities(generate=True, loglikelihood=True, next_token_logprobs=logprobs is not None,
                                          context_length=context_length, max_concurrency=8,
                                          penalties=True, seed=True)
+        if capabilities:
+            self.capabilities = replace(self.capabilities, **capabilities)
 
     def identity(self):
-        return {"backend": "fake", "name": self.name, "reply": self.reply, "script": self.script}
+        out = {"backend": "fake", "name": self.name, "reply": _named(self.reply), "script": self.script}
+        extra = {"replies": list(self.replies), "logprob": _named(self.logprob), "logprobs": _named(self.logprobs)}
+        return {**out, **{k: v for k, v in extra.items() if v}}  # only what is set: older identities unchanged
+
+    def _scripted(self, last_user: str) -> str | None:
+        """The reply of the first script rule matching `last_user`, or its failure (a BackendError)."""
+        for index, rule in enumerate(self.script):
+            if rule["match"] not in last_user:
+                continue
+            if "fail" in rule:
+                failed = self._failed.get(index, 0)
+                if rule.get("times") is None or failed < rule["times"]:
+                    self._failed[index] = failed + 1
+                    raise BackendError(rule["fail"], retryable=bool(rule.get("retryable", False)),
+                                       status=rule.get("status"), retry_after=0 if rule.get("retryable") else None)
+                continue
+            return rule["reply"]
+        return None
 
     def _rng(self, request) -> random.Random:
         digest = hashlib.sha256(canonical_json([self.name, to_jsonable(request)]).encode()).digest()
@@ -72,14 +127,19 @@ class FakeBackend(BaseBackend):
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         started = time.time()
         self.calls += 1
+        if self.record:
+            self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
         last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         text = None
-        for rule in self.script:
-            if rule["match"] in last_user:
-                text = rule["reply"]
-                break
+        if self._replied < len(self.replies):
+            text = self.replies[self._replied]
+            self._replied += 1
+        if text is None:
+            text = self._scripted(last_user)
+        if text is None and callable(self.reply):
+            text = self.reply(last_user)
         if text is None:
             text = self.reply if self.reply is not None else f"答案：{self._rng(request).choice(LETTERS)}"
         prompt_tokens = sum(self.count_tokens(m.content) or 0 for m in request.messages)
@@ -88,16 +148,22 @@ class FakeBackend(BaseBackend):
         if completion > request.params.max_tokens:
             text, completion, finish = text[: request.params.max_tokens * 3], request.params.max_tokens, "length"
         self._log_call("generate", request, started)
+        logprobs = self.logprobs(text) if self.logprobs is not None and request.params.top_logprobs else None
         return GenerateResponse(text=text, finish_reason=finish, prompt_tokens=prompt_tokens,
-                                completion_tokens=completion)
+                                completion_tokens=completion, logprobs=tuple(logprobs) if logprobs else None)
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         started = time.time()
         self.calls += 1
+        if self.record:
+            self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
-        rng = self._rng(request)
-        lps = tuple(-rng.uniform(0.1, 10.0) for _ in request.continuations)
+        if self.logprob is not None:
+            lps = tuple(float(self.logprob(request.context, c)) for c in request.continuations)
+        else:
+            rng = self._rng(request)
+            lps = tuple(-rng.uniform(0.1, 10.0) for _ in request.continuations)
         best = max(range(len(lps)), key=lps.__getitem__)
         counts = tuple(self.count_tokens(c) or 1 for c in request.continuations)
         ctx = self.count_tokens(request.context) or 0
@@ -122,4 +188,4 @@ def from_spec(spec: str) -> FakeBackend:
     except ValueError:
         raise SpecError(f"model spec {spec!r}: latency must be a number of seconds") from None
     return FakeBackend(spec, latency=latency, script=script, reply=opts.get("reply"), name=opts.get("name", "fake"),
-                       log=opts.get("log"))
+                       log=opts.get("log"), record=False)  # a dry run of any size keeps no requests
