@@ -57,12 +57,18 @@ class HalfSurrogateBackend(FakeBackend):
         return response
 
 
-def test_after_an_unstorable_reply_fails_a_run_the_next_run_on_the_store_completes(tmp_path: Path):
+def test_an_unstorable_reply_fails_its_sample_and_the_run_goes_on(tmp_path: Path):
+    """Issue 26 item 5: a reply holding half a surrogate pair fails that call with a reason naming it; every other
+    sample is solved and stored, the run ends incomplete, and a rerun asks only that call again."""
     store = RunStore(tmp_path / "s.sqlite")
-    with pytest.raises(UnicodeEncodeError):
-        asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, RunOptions(concurrency=1), out_dir=None))
-    result = asyncio.run(run_task(AskingTask(), {"model": FakeBackend(name="other")}, store, RunOptions(concurrency=1), out_dir=None))
-    assert result.results["status"] == "complete"
+    first = asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, RunOptions(concurrency=1)))
+    assert first.results["status"] == "incomplete"
+    failed = [r for r in first.records if r.failed]
+    assert [r.id for r in failed] == ["s0"] and "not valid Unicode" in failed[0].failed and failed[0].transient
+    assert first.results["counts"]["failure_kinds"] == {"bad_reply": 1}
+    assert first.results["counts"]["calls"] == len(first.records) - 1
+    rerun = asyncio.run(run_task(AskingTask(), {"model": FakeBackend()}, store, RunOptions(concurrency=1)))
+    assert rerun.results["status"] == "complete" and rerun.results["counts"]["calls"] == 1
     store.close()
 
 

@@ -53,6 +53,13 @@ class BackendError(Exception):
         status)."""
 
 
+TRANSIENT_KINDS = frozenset({"rate_limit", "server_error", "timeout", "connection", "bad_response", "bad_reply",
+                             "engine_crash", "error"})
+"""Failure kinds a later try may not repeat (a server that was busy, a reply that came back broken, an engine
+that died); every other kind (prompt-too-long, replay-miss, client_error, unsupported, task_error) is
+deterministic: the same command fails the same way, so a rerun is not advised for it."""
+
+
 class CallFailed(Exception):
     """A call that failed for good, after `attempts` tries. Never scored as an answer."""
 
@@ -60,6 +67,11 @@ class CallFailed(Exception):
         super().__init__(message)
         self.attempts = attempts
         self.kind = kind
+
+    @property
+    def transient(self) -> bool:
+        """A rerun may succeed (TRANSIENT_KINDS); False: the same request fails the same way."""
+        return self.kind in TRANSIENT_KINDS
 
 
 class SpecError(ValueError):

@@ -21,7 +21,7 @@ from .backend import Backend, BackendError, CallFailed
 from .hashing import canonical_json, content_key_of_canonical
 from .limiter import AdaptiveLimiter
 from .reasoning import thinking_apart, thinking_fields
-from .retry import RetryPolicy
+from .retry import RetryPolicy, error_kind
 from .store import RunStore
 from .types import (
     GenerateParams,
@@ -103,6 +103,63 @@ def response_from_json(kind: str, data: Mapping[str, Any]) -> GenerateResponse |
     for k in ("logprobs", "is_greedy", "continuation_tokens"):
         d[k] = tuple(d[k])
     return LoglikelihoodResponse(**d)
+
+
+READ_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError)
+"""What a backend raises when a server's reply is not the shape it reads (an int of Infinity, a list where text
+should be): that call fails (kind bad_reply), not the run."""
+
+MAX_TOKEN_COUNT = 10_000_000
+"""More tokens than this in one call's usage is not a count a server can mean: the reply is refused as broken."""
+
+
+def reply_problem(value: Any, where: str = "reply") -> str | None:
+    """Why a backend's response cannot be stored and used (None: it can): text that is not valid Unicode (a lone
+    surrogate), a number that is NaN or infinite (a log-probability may be -inf), a token count that is not a
+    whole number in [0, MAX_TOKEN_COUNT], a value of the wrong type. Walks the response's JSON form."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            return f"{where} is not valid Unicode (character {err.start}: {value[err.start]!r})"
+        return None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if where.endswith("tokens") and not 0 <= value <= MAX_TOKEN_COUNT:
+            return f"{where} is {value}, not a token count"
+        return None
+    if isinstance(value, float):
+        if where.endswith("tokens"):
+            return f"{where} is {value!r}, not a whole number of tokens"
+        if value != value or value == float("inf") or (value == float("-inf") and "logprob" not in where):
+            return f"{where} is {value!r}"
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            problem = reply_problem(item, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            problem = reply_problem(item, f"{where}[{i}]" if not where.endswith("tokens") else where)
+            if problem:
+                return problem
+        return None
+    return f"{where} is a {type(value).__name__}"
+
+
+def check_reply(kind: str, resp: Any) -> tuple[str | None, Any]:
+    """(reply_problem of a response, its JSON form, made once: the store keeps it), after its type: a generate call
+    must return a GenerateResponse whose text is a string, a log-likelihood call a LoglikelihoodResponse."""
+    expected = GenerateResponse if kind == "generate" else LoglikelihoodResponse
+    if not isinstance(resp, expected):
+        return f"the backend returned a {type(resp).__name__}, not a {expected.__name__}", None
+    if kind == "generate" and not isinstance(resp.text, str):
+        return f"reply.text is a {type(resp.text).__name__}, not text", None
+    resp_json = to_jsonable(resp)
+    return reply_problem(resp_json), resp_json
 
 
 @dataclass(frozen=True)
@@ -301,27 +358,38 @@ class CachedModel:
             nonlocal started
             if started is None:
                 started = time.perf_counter()  # the latency leaves out the wait for a free slot
-            return await method(request)
+            try:
+                return await method(request)
+            except READ_ERRORS as err:  # a reply the backend could not turn into a response: this call fails
+                raise BackendError(f"{self.spec}: the backend's reply cannot be used: it could not be read "
+                                   f"({type(err).__name__}: {err})", kind="bad_reply") from err
 
         try:
             # the limiter holds a slot per attempt and halves the limit on 429/529 (core/limiter.py)
             resp, retries = await self.limiter.call(attempt, self.retry, on_retry=on_retry)
         except (CallFailed, BackendError) as err:
-            attempts = getattr(err, "attempts", 1)
-            self.counters.failures += 1
-            self.counters.failure_messages.append(f"{self.role}: {err}")
-            self.store.put_failure(key, self.spec, kind, req_json, str(err), attempts)
-            self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
-            if isinstance(err, CallFailed):
-                raise
-            raise CallFailed(str(err), attempts=attempts, kind=kind) from err
+            failed = err if isinstance(err, CallFailed) else CallFailed(str(err), attempts=1, kind=error_kind(err))
+            raise self._failed(key, kind, req_json, failed) from err
         assert started is not None  # a response means an attempt ran
         latency = time.perf_counter() - started
         if retries:
             resp = replace(resp, retries=retries)
+        problem, resp_json = check_reply(kind, resp)
+        if problem is not None:  # stored, it would fail the store's commit and every sample waiting on it
+            raise self._failed(key, kind, req_json, CallFailed(
+                f"the backend's reply cannot be used: {problem} (this call failed; the run goes on, and the same "
+                "command asks again)", attempts=1, kind="bad_reply"))
         self.counters.calls += 1
-        self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(to_jsonable(resp)), latency)
+        self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(resp_json), latency)
         return self._record(kind, request, req_json, resp, latency, cache_hit=False)
+
+    def _failed(self, key: str, kind: str, req_json: Mapping[str, Any], err: CallFailed) -> CallFailed:
+        """Count, store and trace a call that failed for good; returns `err` for the caller to raise."""
+        self.counters.failures += 1
+        self.counters.failure_messages.append(f"{self.role}: {err}")
+        self.store.put_failure(key, self.spec, kind, req_json, str(err), err.attempts)
+        self.trace.append({"role": self.role, "kind": kind, "failed": str(err)})
+        return err
 
     def _record(self, kind: str, request: Any, req_json: Mapping[str, Any], resp: Any, latency: float, *,
                 cache_hit: bool) -> Any:

@@ -114,6 +114,7 @@ def raw_record(record: SampleRecord) -> dict[str, Any]:
     raw: dict[str, Any] = {"prediction": record.prediction, "trace": list(record.trace)}
     if record.failed:
         raw["failed"] = record.failed
+        raw["transient"] = record.transient
     return raw
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -71,19 +73,50 @@ class RunResult:
     counters: RunCounters | None = None
 
 
+class TaskError(Exception):
+    """A task broke its contract for one sample (returned a prediction that cannot be stored...)."""
+
+
+def format_exc(err: BaseException) -> str:
+    """The traceback of `err`, as a sample's record keeps it."""
+    return "".join(traceback.format_exception(err))
+
+
+def task_error(task: str, step: str, err: BaseException) -> str:
+    """The failure message of a sample whose task raised in `step` (solve or score)."""
+    return f"task_error: {task}.{step} raised {type(err).__name__}: {err} (a bug in the task; its traceback is " \
+           "in this sample's trace)"
+
+
+def failed_record(trace: list[dict[str, Any]], message: str, *, transient: bool,
+                  traceback: str | None = None) -> dict[str, Any]:
+    """The raw result of a sample that could not be solved or scored (a solve failure is not stored as finished, so a
+    rerun tries it again); `transient` says whether that may help (core.backend.TRANSIENT_KINDS); `traceback`, a
+    task's own error, goes into the sample's trace."""
+    if traceback is not None:
+        trace = [*trace, {"event": "task_error", "detail": message, "traceback": traceback}]
+    return {"prediction": None, "trace": trace, "failed": message, "transient": transient}
+
+
 def score_records(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]]) -> list[SampleRecord]:
     """A SampleRecord per sample that has a raw result ({"prediction", "trace"}, "failed" when it could not be
-    solved), scored by the task; samples without one are left out."""
+    solved), scored by the task; samples without one are left out. A task raising in `score` fails that sample
+    (its traceback in the record's trace), not the run."""
     records = []
     for s in samples:
         rec = raw.get(s.id)
         if rec is None:
             continue
-        failed = rec.get("failed")
-        score = None if failed else task.score(s, rec["prediction"])
+        score = None
+        if not rec.get("failed"):
+            try:
+                score = task.score(s, rec["prediction"])
+            except Exception as err:
+                rec = failed_record(list(rec.get("trace", ())), task_error(task.name, "score", err), transient=False,
+                                    traceback=format_exc(err)) | {"prediction": rec.get("prediction")}
         records.append(SampleRecord(id=s.id, prediction=rec.get("prediction"), score=score,
-                                    trace=rec.get("trace", ()), failed=failed, metadata=s.metadata,
-                                    target=s.target))
+                                    trace=rec.get("trace", ()), failed=rec.get("failed"), metadata=s.metadata,
+                                    target=s.target, transient=rec.get("transient", True)))
     return records
 
 
@@ -136,6 +169,29 @@ def write_run(out_dir: Path, records: Sequence[SampleRecord], results: Mapping[s
     atomic_write_text(out_dir / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
 
 
+def failure_kind(message: str | None) -> str:
+    """The kind a failed sample's message starts with (`prompt-too-long: ...`, `task_error: ...`)."""
+    head, sep, _ = (message or "").partition(": ")
+    return head if sep and " " not in head else "error"
+
+
+def failure_notes(failed: Sequence[SampleRecord]) -> list[str]:
+    """What the reader must know about failed samples: whether a rerun can help (transient kinds) or not."""
+    notes = []
+    retry = [r for r in failed if r.transient]
+    fixed = [r for r in failed if not r.transient]
+    if retry:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in Counter(failure_kind(r.failed) for r in retry).most_common())
+        notes.append(f"{len(retry)} sample(s) failed on errors a later try may not meet ({kinds}) and are not scored; "
+                     "rerun the same command to retry them (finished samples are not asked again)")
+    if fixed:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in Counter(failure_kind(r.failed) for r in fixed).most_common())
+        notes.append(f"{len(fixed)} sample(s) failed the same way every time they are tried ({kinds}) and are not "
+                     "scored: a rerun will not change them; see each sample's `failed` in samples.jsonl (a prompt too "
+                     "long: --truncate left|right or a larger context; a task_error: its traceback is in the trace)")
+    return notes
+
+
 def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
                   counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
                   run_key: str) -> dict[str, Any]:
@@ -145,10 +201,10 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
     counts.update(samples=len(records), scored=sum(1 for r in scored if r.score.value is not None),
                   failed_samples=len(failed), unparseable=sum(1 for r in scored if not r.score.parsed),
                   truncated_samples=sum(1 for r in records if r.prompt_truncated or r.length_stopped))
-    notes = list(agg.notes)
-    if failed:
-        notes.append(f"{len(failed)} sample(s) failed (a call failed for good) and are not scored; "
-                     "rerun the same command to retry them")
+    kinds = Counter(failure_kind(r.failed) for r in failed)
+    if kinds:
+        counts["failure_kinds"] = dict(kinds.most_common())
+    notes = list(agg.notes) + failure_notes(failed)
     adaptations = adaptations_of(r.trace for r in records)
     notes += adaptation_notes(adaptations, thinking_replies=counters.thinking_replies,
                               reasoning_tokens=counters.reasoning_tokens, thinking_truncations=counters.thinking_truncations)

@@ -19,8 +19,20 @@ from typing import Any, Awaitable, Callable, Collection, Mapping, Sequence
 from ..data.errors import DataError
 from .backend import Backend, CallFailed
 from .hashing import content_key
-from .model import CachedModel, PromptBudget, RunCounters, SharedHandles, model_state
-from .results import RunConfig, RunResult, build_results, code_fingerprint, samples_fingerprint, score_run, write_run
+from .model import CachedModel, PromptBudget, RunCounters, SharedHandles, model_state, reply_problem
+from .results import (
+    RunConfig,
+    RunResult,
+    TaskError,
+    build_results,
+    code_fingerprint,
+    failed_record,
+    format_exc,
+    samples_fingerprint,
+    score_run,
+    task_error,
+    write_run,
+)
 from .retry import RetryPolicy
 from .store import RunStore
 from .task import Models, Task
@@ -161,11 +173,17 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
             trace: list[dict[str, Any]] = []
             models = Models({role: h.bind(trace) for role, h in handles.items()})
             try:
-                prediction = await task.solve(sample, models)
+                prediction = to_jsonable(await task.solve(sample, models))
+                problem = reply_problem(prediction, "the prediction")
+                if problem is not None:
+                    raise TaskError(f"{task.name}.solve returned what cannot be stored: {problem}")
             except CallFailed as err:
-                results[sample.id] = {"prediction": None, "trace": trace, "failed": f"{err.kind}: {err}"}
+                results[sample.id] = failed_record(trace, f"{err.kind}: {err}", transient=err.transient)
+            except Exception as err:  # a task's bug fails its sample, not the run; the traceback is kept
+                results[sample.id] = failed_record(trace, task_error(task.name, "solve", err), transient=False,
+                                                   traceback=format_exc(err))
             else:
-                record = {"prediction": to_jsonable(prediction), "trace": trace}
+                record = {"prediction": prediction, "trace": trace}
                 store.put_sample(run_key, sample.id, record)
                 results[sample.id] = record
             await store.synced()  # counted done only once its calls and its record are committed

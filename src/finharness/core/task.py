@@ -103,6 +103,9 @@ class SampleRecord:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     target: Any = None
     """The sample's gold answer (shown beside the prediction in samples.jsonl and the report)."""
+    transient: bool = True
+    """A failed sample only: whether a rerun may succeed (a timeout, a server error) or not (a prompt too long, a
+    task's bug); the run's notes say which to expect."""
 
     @property
     def prompt_truncated(self) -> bool:
