@@ -97,3 +97,10 @@ def test_golden_extraction(case):
     assert (robust.answer or None, robust.rule) == (case["robust"], case["rule"])
     assert official.answer == case["official"]
     assert official.rule == ("official" if case["official"] else "unparseable")
+
+
+def test_unknown_question_type_and_extraction_mode_are_named():
+    with pytest.raises(ValueError, match=r"unknown question type 'essay'"):
+        official_postprocess("A", "essay")
+    with pytest.raises(ValueError, match=r"unknown extraction mode 'lenient'"):
+        read_reply("A", "single_choice", ["A. 甲"], "lenient")

@@ -8,11 +8,14 @@ import pytest
 
 from finharness.benchmarks.cfinbench.scoring import (
     ScoredItem,
+    _metric,
     macro_over_categories,
+    present_types,
     renormalised_weights,
     score_answer,
     summarise,
 )
+from finharness.stats import Estimate
 
 # gold 'ACD': (prediction, strict, paper, opencompass)
 MULTIPLE = [
@@ -105,3 +108,59 @@ def test_weights_are_renormalised_when_a_type_is_missing():
 def test_nothing_scored_gives_empty_metrics():
     metrics = summarise([], "official")
     assert all(m.value is None and m.n == 0 for m in metrics.values())
+
+
+# --- edges found by mutation testing (make mutation) ----------------------------------------------
+
+KEYS = [f"{e}.{s}" for e in ("official", "robust") for s in ("strict", "paper", "opencompass")]
+
+
+def _item(question_type: str, category: str, value: float) -> ScoredItem:
+    return ScoredItem(question_type, category, dict.fromkeys(KEYS, value), {"official": True, "robust": True})
+
+
+def test_an_unknown_scoring_mode_is_named_in_the_error():
+    with pytest.raises(ValueError, match=r"unknown scoring mode 'partial'; choose one of \('strict'"):
+        score_answer("AB", "AB", "multi_choice", "partial")
+
+
+def test_present_types_lists_the_types_found_in_the_official_order():
+    items = [_item("judgment", "c1", 1.0), _item("single_choice", "c2", 0.0), _item("judgment", "c3", 0.0)]
+    assert present_types(items) == ["single_choice", "judgment"]
+    assert present_types([]) == []
+
+
+def test_six_equal_category_weights_sum_to_exactly_one():
+    # six categories, each 1/1 correct: 1/6 added six times is 0.9999999999999999 in floating point;
+    # the published value is rounded to 12 decimals and reads 1.0
+    items = [_item("single_choice", f"c{i}", 1.0) for i in range(6)]
+    metrics = summarise(items, "official")
+    assert metrics["strict.single"].value == 1.0
+    assert metrics["strict.score"].value == 1.0
+
+
+def test_metric_values_and_bounds_are_rounded_to_twelve_decimals():
+    # one category, 3 of 7 correct: 3/7 = 0.428571428571428571... -> 0.428571428571
+    items = [_item("single_choice", "c", float(i < 3)) for i in range(7)]
+    metric = summarise(items, "official")["strict.single"]
+    assert metric.value == 0.428571428571
+    low, high = metric.ci95
+    assert 0.0 < low < metric.value < high < 1.0  # a real interval, not rounded to whole numbers
+    assert low == round(low, 12) and high == round(high, 12)
+    assert (low, high) != (round(low, 11), round(high, 11))  # ...and not to fewer places either
+
+
+def test_metric_keeps_the_estimates_variance():
+    metric = _metric(Estimate(0.5, (0.4, 0.6), 10, 0.0025))
+    assert (metric.value, metric.ci95, metric.n, metric.variance) == (0.5, (0.4, 0.6), 10, 0.0025)
+
+
+def test_the_headline_extraction_mode_comes_first_unprefixed():
+    items = [_item("single_choice", "c", 1.0)]
+    for headline, other in (("robust", "official"), ("official", "robust")):
+        names = list(summarise(items, headline))
+        first_other = next(i for i, name in enumerate(names) if name.startswith(other + "."))
+        assert names[0] == "strict.score"
+        assert all("." not in name or name.split(".")[0] in ("strict", "paper", "opencompass")
+                   for name in names[:first_other])
+        assert all(name.startswith(other + ".") for name in names[first_other:])

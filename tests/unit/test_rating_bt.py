@@ -6,8 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
+from scipy.special import expit
 
 from finharness.rating import BTConfig, Match, bt_ratings, bt_table
+from finharness.rating.base import EncodedMatches
+from finharness.rating.bt import _Pairs
+
+from .test_rating_elo import MATCHES
 
 TRUE = {"m0": 800.0, "m1": 900.0, "m2": 1000.0, "m3": 1100.0, "m4": 1200.0}  # mean 1000
 
@@ -78,3 +84,27 @@ def test_bootstrap_reproducible_with_seed():
     matches = _draw(5, 10)
     assert bt_table(matches, bootstrap=100, seed=1) == bt_table(matches, bootstrap=100, seed=1)
     assert bt_table(matches, bootstrap=100, seed=1) != bt_table(matches, bootstrap=100, seed=2)
+
+
+# --- edges found by mutation testing (make mutation) ----------------------------------------------
+
+def test_bt_wins_count_every_pair_even_when_a_draw_misses_some():
+    encoded = EncodedMatches.of(MATCHES)
+    pairs = _Pairs.of(encoded)  # (a,b), (b,c), (a,c), (c,a), (b,a), (c,b): six distinct ordered pairs
+    n_pairs = len(pairs.incidence)
+    draws = np.array([[0, 0, 0, 0, 0, 0]])  # only a-b, won by a, six times
+    wins_a, wins_b = pairs.wins(encoded, draws)
+    assert wins_a.shape == wins_b.shape == (1, n_pairs)
+    first = pairs.pair_of_match[0]
+    assert wins_a[0, first] == 6 and wins_b[0, first] == 0
+    assert wins_a.sum() == 6 and wins_b.sum() == 0
+
+
+def test_bt_with_a_strong_penalty_matches_the_penalised_optimum():
+    # 3 wins to 1, l2 = 1: θ_a = −θ_b = d/2 minimises −3·log σ(d) − log σ(−d) + ½·(d²/4 + d²/4),
+    # whose derivative is −3·(1 − σ(d)) + σ(d) + d/2 = 0
+    d = brentq(lambda x: -3 * (1 - expit(x)) + expit(x) + x / 2, 0.0, 5.0, xtol=1e-14)
+    ratings = bt_ratings([Match("t", "a", "b", "model_a")] * 3 + [Match("t", "a", "b", "model_b")], BTConfig(l2=1.0))
+    points = 400 / math.log(10) * d
+    assert ratings["a"] == pytest.approx(1000 + points / 2, abs=1e-6)
+    assert ratings["b"] == pytest.approx(1000 - points / 2, abs=1e-6)

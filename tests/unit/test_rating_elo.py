@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from finharness.rating import EloConfig, Match, RatingOptions, elo_ratings, elo_table, rate_matches
+from finharness.rating import EloConfig, Match, RatingOptions, bt_table, elo_ratings, elo_table, rate_matches
+from finharness.rating.base import EncodedMatches
+from finharness.rating.elo import run_elo
 
 
 def test_first_win_between_equals_is_plus_minus_k_half():
@@ -89,3 +91,40 @@ def test_groups_are_rated_over_their_own_matches():
     assert set(report.groups["few_shot"].ratings) == {"a", "b", "c"}
     assert report.groups["few_shot"].ratings["b"].wins == 2
     assert rate_matches(matches, opts).by_task is None
+
+
+# --- edges found by mutation testing (make mutation) ----------------------------------------------
+
+MATCHES = [Match("t", "a", "b", "model_a"), Match("t", "b", "c", "model_a"), Match("t", "a", "c", "tie"),
+           Match("t", "c", "a", "model_b"), Match("t", "b", "a", "model_a"), Match("t", "c", "b", "tie")]
+
+
+def test_every_bootstrap_row_of_elo_is_its_own_independent_run():
+    # all rows advance together in one flat array; row r must give what row r alone gives
+    encoded = EncodedMatches.of(MATCHES)
+    order = np.array([[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [2, 2, 0, 5, 1, 1]])
+    together = run_elo(encoded, order, EloConfig(k=32))
+    for r, row in enumerate(order):
+        assert together[r] == pytest.approx(run_elo(encoded, row, EloConfig(k=32))[0], abs=1e-9)
+    assert together[0].sum() == pytest.approx(3000.0)  # Elo moves points between players, never makes them
+
+
+def test_elo_table_uses_its_config_for_the_point_and_the_intervals():
+    k32 = elo_table(MATCHES, EloConfig(k=32), bootstrap=200)
+    assert k32.values() == pytest.approx(elo_ratings(MATCHES, EloConfig(k=32)))
+    k4 = elo_table(MATCHES, EloConfig(k=4), bootstrap=200)
+    # the same resamples: eight times the step size gives much wider intervals
+    width = {name: r.ci95[1] - r.ci95[0] for name, r in k4.ratings.items()}
+    for name, r in k32.ratings.items():
+        assert r.ci95[1] - r.ci95[0] > 4 * width[name]
+
+
+@pytest.mark.parametrize("table", [elo_table, bt_table])
+def test_rating_tables_default_to_1000_seeded_rounds_and_name_their_method(table):
+    default = table(MATCHES)
+    assert default.method == table.__name__.split("_")[0]
+    assert default.bootstrap_rounds == 1000
+    assert default.ratings == table(MATCHES, bootstrap=1000, seed=0).ratings
+    assert default.ratings != table(MATCHES, bootstrap=1000, seed=1).ratings
+    one = table(MATCHES, bootstrap=1)  # only 0 turns the intervals off
+    assert one.bootstrap_rounds == 1 and all(r.ci95 is not None for r in one.ratings.values())
