@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.bizbench import task as numeric
 from finharness.benchmarks.bizbench.data import BizBenchItem, write_items_jsonl
 from finharness.benchmarks.bizbench.tatqa import build_codetatqa, tatqa_file
-from finharness.core.task import Models, SampleRecord
-from finharness.core.types import GenerateResponse
+from finharness.core.task import SampleRecord
 from finharness.data.errors import DataError
+from tests.fakes import fake_models
 
 
 def score_all(task, samples, predictions):
@@ -174,24 +175,13 @@ def test_failure_classes_are_aggregated(codetatqa):
 
 # --- solve with a fake model ------------------------------------------------------------------------------
 
-class FakeModel:
-    role, spec, capabilities = "model", "fake:bizbench", None
-
-    def __init__(self, reply):
-        self.reply, self.sent = reply, []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.sent.append((list(messages), params))
-        return GenerateResponse(text=self.reply(messages[-1].content), finish_reason="stop")
-
-
-def test_solve_sends_the_official_prompt_and_runs_the_program_once(codetatqa):
+def test_solve_sends_the_official_prompt_and_runs_the_program_once(codetatqa, tmp_path):
     task, samples = codetatqa
     sample = samples[3]
-    model = FakeModel(lambda user: "Compute.\n```python\n" + sample.metadata["program"] + "```")
+    model = FakeBackend(reply="Compute.\n```python\n" + sample.metadata["program"] + "```")
     before = task.runner.executions
-    reply = asyncio.run(task.solve(sample, Models({"model": model})))
-    messages, params = model.sent[0]
+    reply = asyncio.run(task.solve(sample, fake_models(tmp_path, model=model)))
+    messages, params = model.requests[0].messages, model.requests[0].params
     assert [m.role for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[-1].content == f"Context:\n{sample.input['context']}\n\nQuestion: {sample.input['question']}\n"
     assert params.temperature == 0.0 and params.max_tokens == 512
