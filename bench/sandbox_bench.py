@@ -115,7 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--programs", type=int, default=200)
     parser.add_argument("--pool-size", type=int, default=2)
-    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "rlimits"])
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "kernel", "rlimits", "unsafe", "bare"])
     args = parser.parse_args()
     m = measure_all(args.programs, args.pool_size, args.isolation)
     pooled, scientific, fresh = m["rows"]

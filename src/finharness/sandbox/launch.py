@@ -28,7 +28,7 @@ from typing import Literal
 from finharness.sandbox import _zygote
 from finharness.sandbox.cgroups import memory_control
 from finharness.sandbox.result import Limits, SandboxUnavailable
-from finharness.sandbox.seccomp import filter_program, seccomp_problem
+from finharness.sandbox.seccomp import filter_program, seccomp_problem, seccomp_syscall_number
 
 ZYGOTE_SOURCE = Path(__file__).with_name("_zygote.py")
 ZYGOTE_INSIDE = "/opt/finharness-sandbox/zygote.py"
@@ -161,7 +161,8 @@ def _config(scratch_dir: str, pid_namespace: bool, preload: tuple[str, ...], *,
     return json.dumps({"scratch_dir": scratch_dir, "pid_namespace": pid_namespace,
                        "read_roots": _read_roots(), "preload": list(preload),
                        "max_result_bytes": 16 * 2**20, "landlock": landlock,
-                       "seccomp": None if seccomp is None else seccomp.hex()})
+                       "seccomp": None if seccomp is None else seccomp.hex(),
+                       "seccomp_nr": None if seccomp is None else seccomp_syscall_number()})
 
 
 @functools.cache

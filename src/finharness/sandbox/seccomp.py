@@ -92,6 +92,9 @@ def _compiled() -> tuple[bytes | None, str | None]:
     try:
         policy = pyseccomp.SyscallFilter(pyseccomp.ERRNO(errno.EPERM))
         policy.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
+        # A binary tree of syscall numbers instead of a linear list: fewer instructions per call, and the
+        # kernel's per-filter action cache (built when a job loads it) is cheaper to compute.
+        policy.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
         for name in ALLOWED:
             _add(pyseccomp, policy, pyseccomp.ALLOW, name)
         for name, conditions in conditional_rules(pyseccomp):
@@ -127,3 +130,11 @@ def filter_program() -> bytes:
 def seccomp_problem() -> str | None:
     """None when the filter can be built here, else why not and how to get it."""
     return _compiled()[1]
+
+
+@functools.cache
+def seccomp_syscall_number() -> int:
+    """The number of seccomp(2) on this architecture (a job loads its filter with it)."""
+    import pyseccomp
+
+    return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "seccomp")
