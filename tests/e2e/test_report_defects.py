@@ -27,9 +27,8 @@ from typer.testing import CliRunner
 from finharness.benchmarks.cfinbench.convert import convert_ideafinbench
 from finharness.cli import app
 from finharness.report import write_html_report
-from tests.conftest import skip_or_fail
 
-from .test_report_html import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
+from .test_report_html import open_in_chromium
 
 ERRORS_TASK = '''\
 from finharness.core.task import Task
@@ -145,21 +144,8 @@ def test_differing_settings_are_a_readable_list(page):
 
 @pytest.fixture(scope="module")
 def browser(page, tmp_path_factory):
-    """The report open in headless chromium driven by selenium (skips, or fails in CI, without them)."""
-    skip_or_fail("BROWSER", None if CHROMIUM and CHROMEDRIVER else
-                 "Debian's chromium and chromedriver are needed (apt-get install -y chromium chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as err:
-        skip_or_fail("BROWSER", f"the browser checks need selenium ({err}): pip install -e '.[test]'")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (*CHROMIUM_FLAGS, "--disable-dev-shm-usage", "--window-size=1280,1000",
-                f"--user-data-dir={tmp_path_factory.mktemp('selenium-profile')}"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.get(page[0].resolve().as_uri())
+    """The report open in headless chromium driven by selenium, at a laptop's width."""
+    driver = open_in_chromium(page[0], tmp_path_factory.mktemp("selenium-profile"), window="1280,1000")
     yield driver
     driver.quit()
 

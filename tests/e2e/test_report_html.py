@@ -198,9 +198,8 @@ return out;
 """
 
 
-@pytest.fixture(scope="module")
-def measured(report: Path, tmp_path_factory) -> dict:
-    """MEASURE run in headless chromium driven by selenium (skips, or fails in CI, without them)."""
+def open_in_chromium(page: Path, profile: Path, window: str = "1400,1000"):
+    """A selenium driver of headless chromium showing `page` (skips, or fails in CI, without them); quit() it."""
     skip_or_fail("BROWSER", None if CHROMIUM and CHROMEDRIVER else
                  "Debian's chromium and chromedriver are needed (apt-get install -y chromium chromium-driver)")
     try:
@@ -210,12 +209,18 @@ def measured(report: Path, tmp_path_factory) -> dict:
         skip_or_fail("BROWSER", f"the browser checks need selenium ({err}): pip install -e '.[test]'")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in (*CHROMIUM_FLAGS, "--disable-dev-shm-usage", "--window-size=1400,1000",
-                f"--user-data-dir={tmp_path_factory.mktemp('selenium-profile')}"):
+    for arg in (*CHROMIUM_FLAGS, "--disable-dev-shm-usage", f"--window-size={window}", f"--user-data-dir={profile}"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.get(page.resolve().as_uri())
+    return driver
+
+
+@pytest.fixture(scope="module")
+def measured(report: Path, tmp_path_factory) -> dict:
+    """MEASURE run in headless chromium driven by selenium."""
+    driver = open_in_chromium(report, tmp_path_factory.mktemp("selenium-profile"))
     try:
-        driver.get(report.resolve().as_uri())
         return driver.execute_script(MEASURE)
     finally:
         driver.quit()
