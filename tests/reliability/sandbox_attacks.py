@@ -245,6 +245,13 @@ ATTACKS = [
            _PATCH_GUARD + "for i in range(20):\n    open(f'/tmp/{mark}-fill-{{i}}', 'wb').write(b'x' * 2**20)\n"
            "answer = 20", guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),),
            errno={"bwrap": (28,), "kernel": (13,)}, leaks={"bare": ("marker file",)}),
+    # The guard's own module is reachable through a frame: empty its rule sets, break a builtin it could use.
+    Attack("patch_the_guard_module_through_a_frame",
+           "import sys, builtins, __main__\nrules = sys._getframe(1).f_globals\n"
+           "for name in ('_BLOCKED_EVENTS', '_BLOCKED_MODULES', '_WRITE_PATH_EVENTS', '_LIST_EVENTS'):\n"
+           "    rules[name] = frozenset()\n    setattr(__main__, name, frozenset())\n"
+           "rules['_BLOCKED_PREFIXES'] = ('never',)\nbuiltins.any = lambda items: True\nimport os\n"
+           "answer = os.system('echo x > /tmp/{mark}-frame')", os_layer=(("ok", None),)),
     Attack("pidfd_signal_kills_host_victim",
            "import os, signal\nfd = os.pidfd_open({victim})\nsignal.pidfd_send_signal(fd, signal.SIGKILL)\nanswer = 1",
            guarded=(("error", "PermissionError"),), os_layer=(("error", "PermissionError"),), bare=(("ok", None),),

@@ -204,53 +204,63 @@ class _CappedText(io.TextIOBase):
         return "".join(self._parts) + tail
 
 
-def _inside(path: str, roots) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
 def _install_guard(job_dir: str, read_roots) -> None:
     """Refuse, by audit hook, what a program must never do even if the OS layer would allow it.
 
     Writes (and creating, renaming, removing) are allowed inside `job_dir`
     only; reads inside `job_dir`, `read_roots` (the Python installation,
     timezone data) and a few devices. Relative paths are resolved against the
-    current directory at the time of the call, symlinks followed.
+    current directory at the time of the call, symlinks followed. Everything the
+    hook uses is bound here, so a program that patches this module (reachable as
+    __main__ through a frame), the builtins or os cannot change its rules; it can
+    still fool the path resolution (posixpath's helpers), which is why the kernel
+    layers, not this guard, are the boundary.
     """
     write_roots = (os.path.realpath(job_dir),)
     readable = write_roots + tuple(os.path.realpath(root) for root in read_roots)
     realpath, isdir, fspath, fsdecode = os.path.realpath, os.path.isdir, os.fspath, os.fsdecode
+    blocked_events, blocked_prefixes, blocked_modules = _BLOCKED_EVENTS, _BLOCKED_PREFIXES, _BLOCKED_MODULES
+    write_path_events, list_events, write_flags = _WRITE_PATH_EVENTS, _LIST_EVENTS, _WRITE_FLAGS
+    devices, violation, is_a, text, path_types = _DEVICES_READABLE, SandboxViolation, isinstance, str, (
+        str, bytes, os.PathLike)
+
+    def inside(path, roots) -> bool:
+        for root in roots:
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                return True
+        return False
 
     def as_path(arg):
         return realpath(fsdecode(fspath(arg)))
 
     def guard(event: str, args: tuple) -> None:
-        if event in _BLOCKED_EVENTS or event.startswith(_BLOCKED_PREFIXES):
-            raise SandboxViolation(f"sandbox: {event} is not allowed")
-        if event == "import" and args and args[0] in _BLOCKED_MODULES:
-            raise SandboxViolation(f"sandbox: importing {args[0]} is not allowed")
+        if event in blocked_events or event.startswith(blocked_prefixes):
+            raise violation(f"sandbox: {event} is not allowed")
+        if event == "import" and args and args[0] in blocked_modules:
+            raise violation(f"sandbox: importing {args[0]} is not allowed")
         if event == "open":
             path, mode, flags = args
-            if isinstance(path, int):
+            if is_a(path, int):
                 return
             target = as_path(path)
-            writing = (mode is not None and any(c in str(mode) for c in "wax+")) or (
-                isinstance(flags, int) and flags & _WRITE_FLAGS)
+            writing = (mode is not None and ("w" in text(mode) or "a" in text(mode) or "x" in text(mode) or
+                                             "+" in text(mode))) or (is_a(flags, int) and flags & write_flags)
             if writing:
-                if not _inside(target, write_roots):
-                    raise SandboxViolation(f"sandbox: writing {target} is not allowed")
-            elif not (_inside(target, readable) or target in _DEVICES_READABLE) or (
-                    isdir(target) and not _inside(target, write_roots)):
+                if not inside(target, write_roots):
+                    raise violation(f"sandbox: writing {target} is not allowed")
+            elif not (inside(target, readable) or target in devices) or (
+                    isdir(target) and not inside(target, write_roots)):
                 # Audit events do not show dir_fd, so a descriptor of an outside
                 # directory would let dir_fd-relative calls escape every path
                 # check: only the job directory's own may be opened.
-                raise SandboxViolation(f"sandbox: reading {target} is not allowed")
-        elif event in _WRITE_PATH_EVENTS:
+                raise violation(f"sandbox: reading {target} is not allowed")
+        elif event in write_path_events:
             for arg in args:
-                if isinstance(arg, (str, bytes, os.PathLike)) and not _inside(as_path(arg), write_roots):
-                    raise SandboxViolation(f"sandbox: {event} on {fsdecode(fspath(arg))} is not allowed")
-        elif (event in _LIST_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike))
-              and not _inside(as_path(args[0]), readable)):
-            raise SandboxViolation(f"sandbox: listing {fsdecode(fspath(args[0]))} is not allowed")
+                if is_a(arg, path_types) and not inside(as_path(arg), write_roots):
+                    raise violation(f"sandbox: {event} on {fsdecode(fspath(arg))} is not allowed")
+        elif (event in list_events and args and is_a(args[0], path_types)
+              and not inside(as_path(args[0]), readable)):
+            raise violation(f"sandbox: listing {fsdecode(fspath(args[0]))} is not allowed")
 
     # Forget the preloaded dangerous modules so that a fresh import goes through
     # the guard, and cut subprocess's private, unaudited fork_exec (other
@@ -362,7 +372,9 @@ def _job_child(job: dict, result_fd: int, config: dict) -> None:
     sys.stderr = _CappedText(0)
     sys.stdin = io.StringIO("")
     dumps = json.dumps  # bound now: the program may patch the json module
-    namespace = {"__name__": "__main__"}
+    # The program is __main__: `import __main__` gives its own namespace, not this module.
+    program = sys.modules["__main__"] = type(sys)("__main__")
+    namespace = program.__dict__
     try:
         namespace.update({name: decode_value(value) for name, value in (job.get("inputs") or {}).items()})
         if job["audit"]:
