@@ -63,8 +63,8 @@ MODEL_PROBE = textwrap.dedent("""
 
 SANDBOX_PROBE = textwrap.dedent("""
     import json
-    from finharness.sandbox import bwrap_problem
-    print(json.dumps({"problem": bwrap_problem()}))
+    from finharness.sandbox import bwrap_problem, kernel_problem
+    print(json.dumps({"problem": bwrap_problem(), "kernel_problem": kernel_problem()}))
 """)
 
 
@@ -161,8 +161,11 @@ def check_sandbox(timeout: float) -> CheckResult:
     result, error = _run_probe(SANDBOX_PROBE, timeout)
     problem = error if result is None else result["problem"]
     if problem:
-        return CheckResult(name, False, False, f"{problem}; model-written code runs under rlimits only",
-                           "apt-get install bubblewrap util-linux")
+        kernel = None if result is None else result.get("kernel_problem")
+        fallback = (f"and no seccomp + Landlock either ({kernel}): BizBench program tasks refuse to run "
+                    "model-written code (-o sandbox=unsafe forces it)" if kernel else
+                    "model-written code runs under seccomp + Landlock without namespaces")
+        return CheckResult(name, False, False, f"{problem}; {fallback}", "apt-get install bubblewrap util-linux")
     return CheckResult(name, True, False, "a sandbox worker started in its own namespaces")
 
 
