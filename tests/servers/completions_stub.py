@@ -36,6 +36,24 @@ import numpy as np
 
 from finharness.backends.llamacpp_engine import _common_prefix, _evaluate, _weights_unrepacked
 
+Position = tuple[float, int, list[tuple[int, float]]]
+"""One prompt token's score: (its logprob, its rank, the k most likely tokens with their logprobs)."""
+
+
+def score_rows(rows: np.ndarray, tokens: Sequence[int], k: int, chunk: int = 64) -> list[Position]:
+    """Score tokens[i] by rows[i] (logits or logprobs), as the local scorer does (log_softmax in float64), a
+    chunk of rows at a time: every position of a prompt at once would take gigabytes for a 152k vocabulary."""
+    from scipy.special import log_softmax
+
+    out: list[Position] = []
+    for start in range(0, len(tokens), chunk):
+        table = log_softmax(np.asarray(rows[start:start + chunk], dtype=np.float64), axis=-1)
+        for row, token in zip(table, tokens[start:start + chunk]):
+            best = ([int(row.argmax())] if k <= 1 else
+                    [int(t) for t in sorted(np.argpartition(-row, k)[:k], key=lambda t: -row[t])])
+            out.append((float(row[token]), int(np.sum(row > row[token])) + 1, [(t, float(row[t])) for t in best]))
+    return out
+
 
 class EngineModel:
     """The embedded engine's way to score prompts: llama.cpp with the local scorer's settings."""
@@ -59,22 +77,19 @@ class EngineModel:
     def piece(self, token: int) -> str:
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace")
 
-    def prompt_logprobs(self, prompts: Sequence[list[int]]) -> list[np.ndarray]:
-        """Per prompt, the log-softmax rows that score its tokens 1..n-1 (row i-1 scores token i)."""
-        from scipy.special import log_softmax
-
+    def prompt_logprobs(self, prompts: Sequence[list[int]], k: int) -> list[list[Position]]:
+        """Per prompt, each token's score after the tokens before it (tokens 1..n-1)."""
         llm = self.llm
         shared = min(_common_prefix(prompts[0], p) for p in prompts) if len(prompts) > 1 else len(prompts[0]) - 1
         shared = max(1, min(shared, min(len(p) for p in prompts) - 1))
         context = list(prompts[0][:shared])
         reused = min(_common_prefix(llm.input_ids[:llm.n_tokens].tolist(), context), shared)
         _evaluate(llm, context, reused, shared)
-        context_table = log_softmax(llm.scores[:shared - 1].astype(np.float64), axis=-1)
+        context_scores = score_rows(llm.scores[:shared - 1], context[1:], k)
         out = []
         for prompt in prompts:
             _evaluate(llm, prompt, shared, len(prompt) - 1)
-            own = log_softmax(llm.scores[shared - 1:len(prompt) - 1].astype(np.float64), axis=-1)
-            out.append(np.concatenate([context_table, own]))
+            out.append(context_scores + score_rows(llm.scores[shared - 1:len(prompt) - 1], prompt[shared:], k))
         return out
 
 
@@ -108,8 +123,8 @@ class ToyModel:
         seed = int.from_bytes(hashlib.sha256(json.dumps(list(prefix)).encode()).digest()[:8], "big")
         return log_softmax(np.random.default_rng(seed).normal(0.0, 2.0, cls.VOCAB))
 
-    def prompt_logprobs(self, prompts: Sequence[list[int]]) -> list[np.ndarray]:
-        return [np.array([self.row(p[:i]) for i in range(1, len(p))]) for p in prompts]
+    def prompt_logprobs(self, prompts: Sequence[list[int]], k: int) -> list[list[Position]]:
+        return [score_rows(np.array([self.row(p[:i]) for i in range(1, len(p))]), p[1:], k) for p in prompts]
 
 
 class CompletionsStub(ThreadingHTTPServer):
@@ -139,45 +154,30 @@ class CompletionsStub(ThreadingHTTPServer):
             prompts = [prompts]  # one token-id prompt
         top = int(body.get("logprobs") or body.get("prompt_logprobs") or 0)
         with self.model_lock:
-            tables = self.model.prompt_logprobs(prompts)
+            scored = self.model.prompt_logprobs(prompts, top)
         choices = []
-        for index, (prompt, table) in enumerate(zip(prompts, tables)):
-            # the one generated token vLLM adds (max_tokens=1): the greedy next token after the prompt,
-            # read from the last row; it is not part of the prompt and the client drops it
+        for index, (prompt, positions) in enumerate(zip(prompts, scored)):
+            # vLLM also generates one token (max_tokens=1): it is not part of the prompt and the client drops it
             choice: dict[str, Any] = {"index": index, "text": "", "finish_reason": "length"}
-            chosen = [None] + [float(table[i - 1][prompt[i]]) for i in range(1, len(prompt))]
             if body.get("echo"):
-                tops = [None] + [self._top(table[i - 1], top) for i in range(1, len(prompt))]
-                choice["logprobs"] = {"tokens": [self.piece(t) for t in prompt], "token_logprobs": chosen,
-                                      "top_logprobs": tops, "text_offset": self._offsets(prompt)}
+                choice["logprobs"] = {
+                    "tokens": [self.piece(t) for t in prompt],
+                    "token_logprobs": [None] + [lp for lp, _, _ in positions],
+                    "top_logprobs": [None] + [{self.piece(t): v for t, v in best} for _, _, best in positions],
+                    "text_offset": self._offsets(prompt)}
             elif body.get("prompt_logprobs") is not None:
-                choice["prompt_logprobs"] = [None] + [
-                    {str(t): {"logprob": lp, "rank": rank, "decoded_token": self.piece(t)}
-                     for t, lp, rank in self._ranked(table[i - 1], prompt[i], top)}
-                    for i in range(1, len(prompt))]
+                entries: list[dict | None] = [None]
+                for token, (lp, rank, best) in zip(prompt[1:], positions):
+                    entry = {str(token): {"logprob": lp, "rank": rank, "decoded_token": self.piece(token)}}
+                    for r, (t, v) in enumerate(best, start=1):
+                        entry.setdefault(str(t), {"logprob": v, "rank": r, "decoded_token": self.piece(t)})
+                    entries.append(entry)
+                choice["prompt_logprobs"] = entries
             choices.append(choice)
         total = sum(len(p) for p in prompts)
         return {"id": "cmpl-stub", "object": "text_completion", "model": body.get("model"), "choices": choices,
                 "usage": {"prompt_tokens": total, "completion_tokens": len(prompts),
                           "total_tokens": total + len(prompts)}}
-
-    @staticmethod
-    def _best(row: np.ndarray, k: int) -> list[int]:
-        """The k most likely token ids, most likely first."""
-        if k <= 1:
-            return [int(row.argmax())]
-        part = np.argpartition(-row, k)[:k]
-        return [int(t) for t in part[np.argsort(-row[part], kind="stable")]]
-
-    def _top(self, row: np.ndarray, k: int) -> dict[str, float]:
-        return {self.piece(t): float(row[t]) for t in self._best(row, k)}
-
-    def _ranked(self, row: np.ndarray, token: int, k: int) -> list[tuple[int, float, int]]:
-        """(token, logprob, rank) of the actual token and the top k (vLLM's prompt_logprobs entry)."""
-        entries = {token: (float(row[token]), int(np.sum(row > row[token])) + 1)}
-        for r, t in enumerate(self._best(row, k), start=1):
-            entries.setdefault(t, (float(row[t]), r))
-        return [(t, lp, rank) for t, (lp, rank) in entries.items()]
 
     def _offsets(self, prompt: list[int]) -> list[int]:
         offsets, position = [], 0
