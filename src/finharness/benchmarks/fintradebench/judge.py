@@ -6,7 +6,8 @@ five models' answers to one question into a call -- a run of this harness holds 
 candidate per call keeps each verdict independent of the others). The candidate's answer is cut at
 4,000 characters with '...[TRUNCATED]', as the release does. The rubric asks for correctness 1-5,
 reasoning 1-5, trading-signal integration 1-5, fundamental integration 1-5 and the golden
-indicators found.
+indicators found. A prompt that does not fit the judge's context window is cut further by the policy
+of fitting.py (`fitted_judge_messages`); one that fits is sent exactly as the release writes it.
 
 Reading a reply (`parse_verdict`): the text from the first '{' to the last '}' (the release's rule)
 is read as JSON; the verdict is `evaluations[0]` (or the object itself when it has no
@@ -28,6 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from ...core.types import GenerateParams, Message
 from ...judges.soft import TOP_LOGPROBS, label_distribution
+from .fitting import cut_text, fit_prompt
 
 JUDGE_ATTEMPTS = 3
 """Calls per sample at most: the first and two retries (sample_index 0, 1, 2)."""
@@ -136,10 +138,11 @@ SCORE_FIELDS: tuple[str, ...] = tuple(SCORE_KEYS)
 
 
 def judge_messages(*, question: str, golden: Sequence[str], gold_answer: str, answer: str, model: str, mode: str,
-                   trading_context: str = "", fundamental_context: str = "") -> tuple[Message, ...]:
-    """System and user turn of one judgment (golden indicators written '|'-joined as in the seed file)."""
-    if len(answer) > ANSWER_CHARS:
-        answer = answer[:ANSWER_CHARS] + "...[TRUNCATED]"
+                   trading_context: str = "", fundamental_context: str = "",
+                   answer_chars: int = ANSWER_CHARS) -> tuple[Message, ...]:
+    """System and user turn of one judgment (golden indicators written '|'-joined as in the seed file).
+    `answer_chars`: where the answer is cut (the release's 4,000; less only to fit a context, fitting.py)."""
+    answer = cut_text(answer, answer_chars)
     candidate = CANDIDATE_BLOCK.format(index=1, model=model, mode=MODE_LABELS.get(mode, mode), answer=answer)
     user = JUDGE_PROMPT.format(num_models=1, question=question, golden_indicators="|".join(golden),
                                gold_answer=gold_answer, trading_context=trading_context,
@@ -149,6 +152,28 @@ def judge_messages(*, question: str, golden: Sequence[str], gold_answer: str, an
 
 JUDGE_PARAMS = GenerateParams(max_tokens=1024, temperature=0.0)
 """Greedy, as the release (temperature 0); the release allows 8,192 tokens, a verdict needs far fewer."""
+
+JUDGE_CUT_STAGES: tuple[tuple[str, ...], ...] = (("trading_context", "fundamental_context"), ("answer", "gold_answer"))
+"""What is cut, in order, when a judge prompt does not fit the judge's window (fitting.py): our ideal contexts
+first, then the candidate's answer and the gold answer to equal shares."""
+
+
+def fitted_judge_messages(judge: Any, *, question: str, golden: Sequence[str], gold_answer: str, answer: str,
+                          model: str, mode: str, trading_context: str = "", fundamental_context: str = "",
+                          params: GenerateParams = JUDGE_PARAMS) -> tuple[tuple[Message, ...], dict[str, list[int]]]:
+    """(messages, cuts): `judge_messages` exactly when it fits `judge`'s window, else cut by JUDGE_CUT_STAGES
+    (the policy of fitting.py; `cuts`: field -> [characters before, kept], empty when nothing was cut)."""
+    texts = {"trading_context": trading_context, "fundamental_context": fundamental_context,
+             "gold_answer": gold_answer}
+
+    def render(limits: Mapping[str, int | None]) -> tuple[Message, ...]:
+        kept = limits["answer"]
+        return judge_messages(question=question, golden=golden, model=model, mode=mode, answer=answer,
+                              answer_chars=ANSWER_CHARS if kept is None else kept,
+                              **{name: cut_text(text, limits[name]) for name, text in texts.items()})
+
+    sizes = {**{name: len(text) for name, text in texts.items()}, "answer": min(len(answer), ANSWER_CHARS)}
+    return fit_prompt(render, sizes, JUDGE_CUT_STAGES, lambda messages: judge.fits(messages, params.max_tokens))
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,10 @@ from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from ...util import natural_key
+from .fitting import cut_text, fit_prompt
 from .ideal import MarketData
 from .indicators import f1_official, f1_proper, named_indicators
-from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, judge_answer, judge_messages, rubric_copy_note
+from .judge import JUDGE_ATTEMPTS, Verdict, example_scores, fitted_judge_messages, judge_answer, rubric_copy_note
 from .prompts import (
     BARE,
     EVIDENCE_LEVELS,
@@ -89,6 +90,13 @@ DEFAULT_LEVELS: dict[str, tuple[str, ...]] = {
 
 SELECTION_MAX_TOKENS = 32
 """Self-selection replies are one prompt id."""
+SELECTION_CUT_STAGE: tuple[str, ...] = (*LEVELS, BARE)
+"""What is cut when a self-selection prompt does not fit the model's window (fitting.py): the candidates'
+answers, to equal shares."""
+CUT_ROLES: Mapping[str, str] = {"judge": "judge", "selection": "model"}
+"""Prompts that may be cut to fit (fitting.py) -> the role whose window they must fit."""
+FIT_POLICY = "fit"
+"""The truncation policy named in a sample's trace when a prompt was cut by fitting.py."""
 FIT_ATTEMPTS = 4
 """Retrievals per rag question at most: the budget, then up to three cuts by a third (fitted_rag_context)."""
 
@@ -291,11 +299,21 @@ class FinTradeBenchTask(Task):
         params = GenerateParams(max_tokens=SELECTION_MAX_TOKENS,
                                 temperature=IDEAL_SELECTION_TEMPERATURE if mode == "ideal" else 0.0)
         style = self.settings.selection
-        prompt, order = selection_turn(mode, question, candidates, style, f"{sample.id}|{model.spec}")
-        reply = await model.chat((Message("user", prompt),), params)
+        order_key = f"{sample.id}|{model.spec}"
+        _, order = selection_turn(mode, question, candidates, style, order_key)
+
+        def render(limits: Mapping[str, int | None]) -> tuple[Message, ...]:
+            shown = [replace(c, response=cut_text(c.response, limits[c.level])) for c in candidates]
+            return (Message("user", selection_turn(mode, question, shown, style, order_key)[0]),)
+
+        messages, cuts = fit_prompt(render, {c.level: len(c.response) for c in candidates}, (SELECTION_CUT_STAGE,),
+                                    lambda m: model.fits(m, params.max_tokens))
+        if cuts:
+            model.note_truncation(FIT_POLICY, f"self-selection prompt cut to fit the model's window: {cuts}")
+        reply = await model.chat(messages, params)
         index, rule = read_selection(mode, reply.text, candidates, style, order)
-        return candidates[index], {"rule": rule, "reply": reply.text, "style": style,
-                                   "shown": [candidates[i].level for i in order]}
+        record = {"rule": rule, "reply": reply.text, "style": style, "shown": [candidates[i].level for i in order]}
+        return candidates[index], record | ({"prompt_cut": cuts} if cuts else {})
 
     async def solve(self, sample: Sample, models: Models) -> dict[str, Any]:
         mode, question = self.settings.mode, sample.input["question"]
@@ -322,16 +340,19 @@ class FinTradeBenchTask(Task):
         if self.settings.select and len(candidates) > 1:
             chosen, selection = await self.self_select(sample, model, candidates)
         judge_trading, judge_fundamental = ("", "") if ideal is None else ideal[:2]
-        messages = judge_messages(question=question, golden=sample.input["golden"],
-                                  gold_answer=sample.input["gold_answer"], answer=chosen.response,
-                                  model=model.spec, mode=mode, trading_context=judge_trading,
-                                  fundamental_context=judge_fundamental)
-        judgment = await judge_answer(models["judge"], messages, expected=self.settings.judge_scores == "expected")
+        judge = models["judge"]
+        messages, cuts = fitted_judge_messages(judge, question=question, golden=sample.input["golden"],
+                                               gold_answer=sample.input["gold_answer"], answer=chosen.response,
+                                               model=model.spec, mode=mode, trading_context=judge_trading,
+                                               fundamental_context=judge_fundamental)
+        if cuts:
+            judge.note_truncation(FIT_POLICY, f"judge prompt cut to fit the judge's window: {cuts}")
+        judgment = await judge_answer(judge, messages, expected=self.settings.judge_scores == "expected")
         return {"answer": chosen.response, "level": chosen.level, "prompt_id": chosen.prompt_id,
                 "selection": selection,
                 "candidates": [{"level": c.level, "prompt_id": c.prompt_id, "response": c.response}
                                for c in candidates],
-                "judge": judgment.to_json(), "context": info}
+                "judge": judgment.to_json(), "context": info} | ({"judge_prompt_cut": cuts} if cuts else {})
 
     # --- scoring ------------------------------------------------------------------------------------
 
@@ -431,6 +452,13 @@ class FinTradeBenchTask(Task):
         if fallback:
             notes.append(f"{fallback} sample(s) name no company; the release's fallback leaders (or the named "
                          "group) with data were used")
+        prompt_cuts = prompt_cut_counts(scored)
+        for role, counted in prompt_cuts.items():
+            if counted["samples"]:
+                fields = ", ".join(f"{name} {n}" for name, n in counted["fields"].items())
+                notes.append(f"{counted['samples']} {role} prompt(s) did not fit the {CUT_ROLES[role]}'s context "
+                             f"window and were cut to fit (fields cut: {fields}; policy in fitting.py and the "
+                             "FinTradeBench page)")
         if self._summary is not None and self._summary.unresolved:
             notes.append(f"{len(self._summary.unresolved)} question(s) with no resolvable company or universe: "
                          + ", ".join(self._summary.unresolved))
@@ -439,6 +467,24 @@ class FinTradeBenchTask(Task):
                  "judge_attempts": {str(k): v for k, v in sorted(attempts.items())},
                  "judge_missing_fields": dict(missing), "unparseable": unparseable,
                  "judge_example_scores": {"verdicts": echoes, "of": len(parsed), "scores": example},
-                 "judge_found_over_total": over,
+                 "judge_found_over_total": over, "prompt_cuts": prompt_cuts,
                  "resolution": None if self._summary is None else asdict(self._summary)}
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
+
+
+def prompt_cut_counts(records: Sequence[SampleRecord]) -> dict[str, dict[str, Any]]:
+    """Per prompt ('judge', 'selection'): the samples whose prompt was cut to fit, and how often each field was."""
+    out: dict[str, dict[str, Any]] = {}
+    for role in CUT_ROLES:
+        cuts = [cut for r in records if (cut := _prompt_cut(r.prediction, role))]
+        fields = Counter(name for cut in cuts for name in cut)
+        out[role] = {"samples": len(cuts), "fields": dict(sorted(fields.items()))}
+    return out
+
+
+def _prompt_cut(prediction: Any, role: str) -> Mapping[str, Any] | None:
+    if not isinstance(prediction, Mapping):
+        return None
+    if role == "judge":
+        return prediction.get("judge_prompt_cut")
+    return (prediction.get("selection") or {}).get("prompt_cut")
