@@ -14,10 +14,10 @@ The command line is the top of the graph: `finharness.cli` mounts every command 
 nothing but the entry point (`python -m finharness`) imports it; what the groups share is in
 `finharness.cli_common`.
 
-Floors, bottom to top (FLOORS): leaf utilities (stats, extract, data, util), core (and plugins.py, the door
+Floors, bottom to top (FLOORS): leaf utilities (stats, extract, data, util, redact), core (and plugins.py, the door
 tasks and backends come through), shared services (backends, markets, retrieval, judges, rating, sandbox,
-and the package's own __init__, whose public `open_model` is a backend's), benchmarks, report and ui, the
-command line. A module may import its own floor or one below. Two roles sit on a floor of their own
+and the package's own __init__, whose public `open_model` is a backend's), benchmarks, report and ui (and
+the suite, which runs benchmarks and draws their scorecard with report/), the command line. A module may import its own floor or one below. Two roles sit on a floor of their own
 wherever their file is: a command module (`cli.py`, `cli_*.py`: it drives its package from the command
 line and imports cli_common) is on the command-line floor, and a benchmark's report section
 (`benchmarks/NAME/report.py`: it draws with report/) is on the report floor; so a package keeps its
@@ -152,13 +152,14 @@ def import_cycles(edges: list[Edge]) -> list[list[str]]:
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf utilities", ("finharness.stats", "finharness.stats.*", "finharness.extract", "finharness.extract.*",
-                        "finharness.data", "finharness.data.*", "finharness.util")),
+                        "finharness.data", "finharness.data.*", "finharness.util", "finharness.redact")),
     ("core", ("finharness.core", "finharness.core.*", "finharness.plugins")),
     ("shared services", ("finharness", *(f"finharness.{name}{tail}" for name in
                                          ("backends", "markets", "retrieval", "judges", "rating", "sandbox")
                                          for tail in ("", ".*")))),
     ("benchmarks", ("finharness.benchmarks", "finharness.benchmarks.*")),
-    ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*")),
+    ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*",
+                       "finharness.suite", "finharness.suite.*")),
     ("command line", ("finharness.cli", "finharness.__main__", "finharness.doctor")),
 )
 """(floor, module patterns), bottom first; a module sits on the floor of its first matching pattern."""
