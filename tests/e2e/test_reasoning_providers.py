@@ -78,13 +78,13 @@ def test_a_model_that_thinks_past_the_answers_budget_is_cut_while_thinking_and_c
 
 
 def test_a_cfinbench_exam_completes_on_each_provider(tmp_path: Path):
-    exam = write_exam(tmp_path / "exam")
+    data_root = write_exam(tmp_path / "data")  # the exam in DATA_ROOT/cfinbench/
     specs = {"openai-reasoning": "openai:o-stub@{url}", "reasoning-field": "openai:q@{url}?thinking_budget=64",
              "inline-think": "openai:q@{url}?thinking_budget=64",
              "anthropic-thinking": "anthropic:claude-stub@{url}?thinking_budget=1024"}
     for behaviour, spec in specs.items():
         with provider_server(behaviour, think=10) as server:
-            results, lines, _ = run("cfinbench", "--model", spec.format(url=server.base_url), "-o", f"exam={exam}",
+            results, lines, _ = run("cfinbench", "--model", spec.format(url=server.base_url), "--data-dir", str(data_root),
                                     "--shots", "0", "--method", "gen", "--out", str(tmp_path / behaviour))
         assert results["status"] == "complete", behaviour
         assert results["counts"]["scored"] == len(lines) > 0 and results["counts"]["failed_samples"] == 0

@@ -28,13 +28,15 @@ import os
 import re
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from finharness.backends.llamacpp_engine import _common_prefix, _evaluate, _weights_unrepacked
+
+from .local_http import JSONHandler, serving
 
 Position = tuple[float, int, list[tuple[int, float]]]
 """One prompt token's score: (its logprob, its rank, the k most likely tokens with their logprobs)."""
@@ -128,8 +130,6 @@ class ToyModel:
 
 
 class CompletionsStub(ThreadingHTTPServer):
-    daemon_threads = True
-
     def __init__(self, model: EngineModel | ToyModel, *, port: int = 0):
         super().__init__(("127.0.0.1", port), _Handler)
         self.model = model
@@ -187,53 +187,33 @@ class CompletionsStub(ThreadingHTTPServer):
         return offsets
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JSONHandler):
     server: CompletionsStub
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
-        if self.path.rstrip("/") != "/v1/models":
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
-        self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "completions-stub",
-                                                     "max_model_len": self.server.model.n_ctx}]})
+        self.model_listing({"id": "stub", "owned_by": "completions-stub", "max_model_len": self.server.model.n_ctx})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        body = self.read_json()
         server = self.server
         if self.path == "/tokenize":
             with server.model_lock:
                 server.tokenize_calls += 1
                 tokens = server.model.tokenize(body["prompt"], bool(body.get("add_special_tokens", True)))
-            return self._send(200, {"tokens": tokens, "count": len(tokens), "max_model_len": server.model.n_ctx})
+            return self.send_json(200, {"tokens": tokens, "count": len(tokens), "max_model_len": server.model.n_ctx})
         if self.path != "/v1/completions":
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+            return self.no_route()
         server.requests.append(body)
-        self._send(200, server.complete(body))
+        self.send_json(200, server.complete(body))
 
 
 @contextlib.contextmanager
 def completions_server(model: EngineModel | ToyModel) -> Iterator[CompletionsStub]:
     """Serve `model` in a daemon thread; the model is closed afterwards."""
-    server = CompletionsStub(model)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
     try:
-        yield server
+        with serving(CompletionsStub(model)) as server:
+            yield server
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
         model.close()
 
 

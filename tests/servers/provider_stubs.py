@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from http.server import ThreadingHTTPServer
+from typing import Any, Callable
+
+from .local_http import JSONHandler, serving
 
 BEHAVIOURS = ("openai-reasoning", "reasoning-field", "inline-think", "anthropic-thinking")
 
@@ -103,8 +104,6 @@ def make_reply(body: dict, limit: int, think: int, answer: str) -> Reply:
 
 class StubServer(ThreadingHTTPServer):
     """The running stub; read `bodies` after the client's calls have returned."""
-
-    daemon_threads = True
 
     def __init__(self, behaviour: str, *, think: int, reasoning_key: str, answer: Callable[[dict], str]):
         if behaviour not in BEHAVIOURS:
@@ -189,53 +188,28 @@ class StubServer(ThreadingHTTPServer):
                      "usage": usage}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(JSONHandler):
     server: StubServer
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
-        if self.path.rstrip("/") != "/v1/models":
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
-        self._send(200, {"object": "list", "data": [{"id": "stub-model", "object": "model",
-                                                     "owned_by": f"stub:{self.server.behaviour}"}]})
+        self.model_listing({"id": "stub-model", "owned_by": f"stub:{self.server.behaviour}"})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        body = self.read_json()
         server = self.server
         anthropic = server.behaviour == "anthropic-thinking"
-        route = "/v1/messages" if anthropic else "/v1/chat/completions"
-        if self.path != route:
-            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if self.path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
+            return self.no_route()
         with server.lock:
             server.bodies.append(body)
         status, payload = server.anthropic(body) if anthropic else server.openai(body)
         if status != 200:
             with server.lock:
                 server.refusals.append(payload["error"]["message"])
-        self._send(status, payload)
+        self.send_json(status, payload)
 
 
-@contextlib.contextmanager
 def provider_server(behaviour: str, *, think: int = 40, reasoning_key: str = "reasoning_content",
-                    answer: Callable[[dict], str] = letter_answer) -> Iterator[StubServer]:
+                    answer: Callable[[dict], str] = letter_answer) -> contextlib.AbstractContextManager[StubServer]:
     """Run a stub of `behaviour` (BEHAVIOURS) in a daemon thread; `think`: words of thinking per reply."""
-    server = StubServer(behaviour, think=think, reasoning_key=reasoning_key, answer=answer)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    return serving(StubServer(behaviour, think=think, reasoning_key=reasoning_key, answer=answer))
