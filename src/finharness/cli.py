@@ -206,15 +206,13 @@ def run(
         job = ShardJob(task_factory=refs[0].factory(task_opts), backend_specs=specs,
                        backend_factory=from_spec, options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
-    run_store = RunStore(store_path)
-    try:
-        with cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
+    try:  # the store closes last; a close failing after the run failed does not hide the run's error
+        with RunStore(store_path) as run_store, cluster, \
+                LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
             result = asyncio.run(run_task(task_obj, backends, run_store, run_options, out_dir=out, progress=progress,
                                           executor=sample_executor))
     except INPUT_ERRORS as err:
         fail(str(err))
-    finally:
-        run_store.close()
     write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
                    run_versions=run_versions, started=started)
     _print_results(result.results)
@@ -349,6 +347,11 @@ def score(
                 raise DataError(f"id {sid!r} is not a sample of task {task}", path=predictions, line=line)
             if sid in raw:
                 raise DataError(f"duplicate id {sid!r}", path=predictions, line=line)
+            if not isinstance(obj["prediction"], (str, dict)):
+                raise DataError(f'"prediction" is {json.dumps(obj["prediction"])[:40]} ({type(obj["prediction"]).__name__})',
+                                path=predictions, line=line,
+                                hint="give the model's reply as a string (or the object a run writes in samples.jsonl "
+                                "for a log-likelihood task); leave out a line with no prediction")
             raw[sid] = {"prediction": obj["prediction"], "trace": []}
     except DataError as err:
         fail(str(err))
@@ -532,12 +535,14 @@ def report(
         return
     if not run_dirs:
         fail("give RUN_DIR... (or --html FILE with --matches/--ratings)")
+    from .report.runs import read_results
+
     rows = []
     for d in run_dirs:
         path = d / "results.json"
         if not path.exists():
             fail(f"{path}: no results.json (did the run finish?)")
-        res = json.loads(path.read_text(encoding="utf-8"))
+        res = read_results(path)  # a hand-edited or wrong-typed file: DataError, an error: line
         for name, m in res["metrics"].items():
             rows.append({"run": str(d), "task": res["task"], "model": res.get("model"), "metric": name, **m,
                          "status": res.get("status")})
@@ -564,4 +569,7 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
 
 
 def main() -> None:
-    app()
+    from .redact import redacting_streams
+
+    with redacting_streams():  # a traceback printed after the command too
+        app()

@@ -9,6 +9,7 @@ root: --data-dir, else $FINHARNESS_DATA_DIR, else `<cache>/data`) is data/regist
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -18,14 +19,51 @@ from typing import Any, NoReturn, Optional, overload
 import typer
 
 from .data.registry import resolve_data_dir
+from .redact import redact
 
-__all__ = ["LiveProgress", "fail", "parse_options", "resolve_data_dir", "resolve_store"]
+__all__ = ["LiveProgress", "fail", "parse_options", "resolve_data_dir", "resolve_store", "user_error_message"]
 
 
 def fail(message: str) -> NoReturn:
-    """Print `error: MESSAGE` to stderr (red on a terminal) and exit with status 2, the CLI's usage-error code."""
-    typer.secho(f"error: {message}", fg="red", err=True)
+    """Print `error: MESSAGE` to stderr (red on a terminal; redacted: no key it quotes) and exit with status 2,
+    the CLI's usage-error code."""
+    typer.secho(f"error: {redact(message)}", fg="red", err=True)
     raise typer.Exit(2)
+
+
+RERUN = "then rerun the same command: what was stored is kept"
+
+OS_ERRORS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space left on the device", f"free some space, or write elsewhere (--out DIR, --store FILE); {RERUN}"),
+    errno.EDQUOT: ("disk quota exceeded", f"free some space, or write elsewhere (--out DIR, --store FILE); {RERUN}"),
+    errno.EFBIG: ("file larger than this process may write (the file-size limit, `ulimit -f`)",
+                  f"raise the limit (`ulimit -f unlimited`); {RERUN}"),
+    errno.EACCES: ("permission denied", "write somewhere you may (--out DIR, --store FILE), or fix the permissions"),
+    errno.EPERM: ("operation not permitted (an immutable file or folder?)",
+                  "write somewhere else (--out DIR, --store FILE), or lift it (`chattr -i`)"),
+    errno.EROFS: ("read-only file system", "write somewhere else (--out DIR, --store FILE)"),
+    errno.ENOTDIR: ("a file stands where a folder belongs", "give a folder, or move the file aside"),
+    errno.EEXIST: ("exists and is not a folder", "give a folder, or move the file aside"),
+    errno.EISDIR: ("is a folder, where a file belongs", "give a file"),
+    errno.ENAMETOOLONG: ("file name too long", "give a shorter path"),
+    errno.EMFILE: ("too many open files", "raise the limit (`ulimit -n 4096`) and rerun"),
+}
+"""errno -> (what went wrong, what to do) of the operating-system errors a user can cause and fix."""
+
+
+def user_error_message(err: BaseException) -> str | None:
+    """The `error:` line's text for an error the user can fix: bad input data or an unusable run store (DataError,
+    which names the file and line), or an OSError of OS_ERRORS (no space, no permission, a file where a folder
+    belongs...), named with its file. None for anything else: a bug, whose traceback says more."""
+    from .data.errors import DataError
+
+    if isinstance(err, DataError):
+        return str(err)
+    if isinstance(err, OSError) and err.errno in OS_ERRORS:
+        what, hint = OS_ERRORS[err.errno]
+        where = "".join(f"{name}: " for name in (err.filename, err.filename2) if name is not None)
+        return f"{where}{what} ({hint})"
+    return None
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

@@ -123,9 +123,30 @@ def mount(group: Any, parts: list[str], command: Any, path: str) -> None:
 
 
 class PluginGroup(TyperGroup):
-    """The root group: cli.py's own commands, then the top-level command plug-ins, each loaded when named."""
+    """The root group: cli.py's own commands, then the top-level command plug-ins, each loaded when named.
+
+    Every command runs with its stdout and stderr redacted (no API key printed: finharness/redact.py), and an
+    error the user can fix (cli_common.user_error_message: bad data, an unusable store, no space, no permission)
+    ends as an `error:` line with exit status 2 instead of a traceback."""
 
     _plugins: dict[str, Plugin | PluginError] | None = None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from .redact import redacting_streams
+
+        with redacting_streams():
+            return super().main(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        from .cli_common import fail, user_error_message
+
+        try:
+            return super().invoke(ctx)
+        except (ValueError, OSError) as err:  # DataError is a ValueError
+            message = user_error_message(err)
+            if message is None:
+                raise
+            fail(message)
 
     def plugins(self) -> dict[str, Plugin | PluginError]:
         if self._plugins is None:

@@ -23,7 +23,7 @@ from finharness.backends.fake import FakeBackend
 from finharness.core.hashing import canonical_json, content_key, content_key_of_canonical
 from finharness.core.model import CachedModel, RunCounters
 from finharness.core.runner import RunOptions, run_task
-from finharness.core.store import RunStore
+from finharness.core.store import RunStore, StoreError
 from finharness.core.types import (
     GenerateParams,
     GenerateRequest,
@@ -287,8 +287,9 @@ def test_a_failed_group_commit_fails_its_waiters_and_keeps_the_rows_to_retry(tmp
 
     async def scenario() -> None:
         put(store, "k1")
-        with pytest.raises(sqlite3.OperationalError):
+        with pytest.raises(StoreError, match="no such table") as raised:
             await store.synced()
+        assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
         assert store.get_call("k1") is not None, "still queued"
 
     asyncio.run(scenario())

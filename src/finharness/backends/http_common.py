@@ -12,6 +12,7 @@ import email.utils
 import functools
 import logging
 import os
+import re
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from urllib.parse import parse_qsl
 import httpx
 
 from ..core.backend import BackendError, SpecError
+from ..redact import REDACTED, note_secret, redact
 
 log = logging.getLogger(__name__)
 
@@ -66,41 +68,63 @@ class RemoteSpec:
 COMMON_OPTIONS = frozenset({"key_env", "concurrency", "timeout"})
 """Options every remote spec takes."""
 
+KEY_OPTION = re.compile(r"(?:api_?)?key|.*_key|.*token|.*secret|password|auth.*", re.I)
+"""Option names that would put a key in the spec (refused: the key goes in an environment variable)."""
+
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What `key_env` must look like: a variable's name, not the key."""
+
 
 def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_key_env: str,
                       default_concurrency: int = 8, default_timeout: float = 120.0,
                       extra_options: Collection[str] = ()) -> RemoteSpec:
     """Parse and check a remote spec; raise SpecError saying what to write instead. `extra_options`: the
-    backend's own options, handed back as written in `RemoteSpec.options` for the backend to check."""
+    backend's own options, handed back as written in `RemoteSpec.options` for the backend to check.
+
+    A key never stands in the spec (the spec is stored with every result): credentials in BASE_URL
+    (`http://user:KEY@host`) and a key-like option (`?api_key=`) are refused, and no message shows them."""
     extras = "".join(f"&{name}=..." for name in sorted(extra_options))
     usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS{extras}]', "
              f"e.g. '{scheme}:my-model@http://127.0.0.1:8080/v1?concurrency=4'")
+    key_hint = (f"put the key in an environment variable (default ${default_key_env}; another: ?key_env=NAME): "
+                "it is sent in the request's header and never stored")
+    shown = redact(spec)
     prefix = scheme + ":"
     if not spec.startswith(prefix):
-        raise SpecError(f"model spec {spec!r}: {usage}")
+        raise SpecError(f"model spec {shown!r}: {usage}")
     body, _, query = spec[len(prefix):].partition("?")
     model, _, base_url = body.partition("@")
     model, base_url = model.strip(), base_url.strip().rstrip("/") or default_base_url
     if not model:
-        raise SpecError(f"model spec {spec!r} names no model: {usage}")
+        raise SpecError(f"model spec {shown!r} names no model: {usage}")
     if not base_url.startswith(("http://", "https://")):
-        raise SpecError(f"model spec {spec!r}: BASE_URL {base_url!r} must start with http:// or https://")
+        raise SpecError(f"model spec {shown!r}: BASE_URL {redact(base_url)!r} must start with http:// or https://")
+    if "@" in base_url.partition("://")[2].partition("/")[0]:
+        raise SpecError(f"model spec {shown!r}: BASE_URL holds credentials (USER:KEY@), which would be stored "
+                        f"with every result; {key_hint}")
     options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
     unknown = set(options) - COMMON_OPTIONS - set(extra_options)
+    if any(KEY_OPTION.fullmatch(name) for name in unknown):
+        raise SpecError(f"model spec {shown!r}: a key is never written in the spec (it would be stored with "
+                        f"every result); {key_hint}")
     if unknown:
-        raise SpecError(f"model spec {spec!r}: unknown option(s) {sorted(unknown)}; {usage}")
+        raise SpecError(f"model spec {shown!r}: unknown option(s) {sorted(unknown)}; {usage}")
     try:
         concurrency = int(options.get("concurrency", default_concurrency))
         timeout = float(options.get("timeout", default_timeout))
     except ValueError as exc:
-        raise SpecError(f"model spec {spec!r}: concurrency must be an integer and timeout a number "
+        raise SpecError(f"model spec {shown!r}: concurrency must be an integer and timeout a number "
                         f"of seconds ({exc})") from None
     if concurrency < 1 or timeout <= 0:
-        raise SpecError(f"model spec {spec!r}: concurrency must be >= 1 and timeout > 0")
+        raise SpecError(f"model spec {shown!r}: concurrency must be >= 1 and timeout > 0")
     key_env = options.get("key_env") or default_key_env
+    if not VARIABLE_NAME.fullmatch(key_env):
+        raise SpecError(f"model spec {shown.replace(key_env, REDACTED)!r}: key_env names the environment variable "
+                        "holding the key (letters, digits and _), never the key itself; " + key_hint)
     api_key = os.environ.get(key_env) or None
+    note_secret(api_key, key_env)  # redacted from everything stored or printed, whatever the variable's name
     if api_key is None and base_url == default_base_url:
-        raise SpecError(f"model spec {spec!r}: the hosted API needs a key; set ${key_env} "
+        raise SpecError(f"model spec {shown!r}: the hosted API needs a key; set ${key_env} "
                         f"(or name another variable with ?key_env=NAME)")
     own = {k: v for k, v in options.items() if k in extra_options}
     return RemoteSpec(scheme, model, base_url, key_env, api_key, concurrency, timeout, own)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode
 
 from ..core.backend import SpecError
+from ..redact import redact
 
 
 def split_options(spec: str, allowed: set[str]) -> tuple[str, dict[str, str]]:
@@ -12,7 +13,7 @@ def split_options(spec: str, allowed: set[str]) -> tuple[str, dict[str, str]]:
     options = dict(parse_qsl(query, keep_blank_values=True))
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise SpecError(f"model spec {spec!r}: unknown option(s) {unknown}; allowed: {sorted(allowed)}")
+        raise SpecError(f"model spec {redact(spec)!r}: unknown option(s) {unknown}; allowed: {sorted(allowed)}")
     return base, options
 
 

@@ -345,8 +345,11 @@ class CachedModel:
         key = content_key_of_canonical(identity_text, canonical_json(kind), req_text)
         stored = self.store.get_call(key)
         if stored is not None:
+            try:
+                resp = response_from_json(kind, stored["response"])
+            except (TypeError, KeyError, ValueError, AttributeError) as err:  # a row edited or damaged by hand
+                raise self.store.broken_call(key, err) from None
             self.counters.cache_hits += 1
-            resp = response_from_json(kind, stored["response"])
             return self._record(kind, request, req_json, resp, stored["latency_s"], cache_hit=True)
 
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:

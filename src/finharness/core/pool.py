@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..data.errors import DataError
+from ..data.io import atomic_write_text
+from ..redact import redact
 from .backend import Backend, SpecError
 from .model import RunCounters
 from .results import RunResult
@@ -46,12 +48,12 @@ def backends_by_role(specs: Mapping[str, str], make: Callable[[str], Backend]) -
 def write_manifest(out: Path, results: Mapping[str, Any], *, store_path: Path, data_dir: Path | None,
                    run_versions: Mapping[str, Any], started: float,
                    command: Sequence[str] | None = None) -> None:
-    """OUT/manifest.json: the command (default sys.argv), when it ran, its run key, store, data root,
-    versions and configuration."""
+    """OUT/manifest.json (redacted: the command line may hold a key): the command (default sys.argv), when it
+    ran, its run key, store, data root, versions and configuration."""
     manifest = {"command": list(sys.argv) if command is None else list(command), "started": started,
                 "finished": time.time(), "run_key": results["run_key"], "store": str(store_path),
                 "data_dir": str(data_dir), "versions": run_versions, "config": results["config"]}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(out / "manifest.json", redact(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"))
 
 
 @dataclass
@@ -101,13 +103,10 @@ def run_pool(tasks: Sequence[str], task_objs: Sequence[Any], backends: Mapping[s
     exception; the others run on."""
     out_dirs = [out / run_dir_name(name) for name in tasks]
     pool_started = time.perf_counter()
-    run_store = RunStore(store_path)
-    try:
+    with RunStore(store_path) as run_store:
         jobs = [PooledTask(obj, backends, out_dir, progress=progress_for(name) if progress_for else None)
                 for name, obj, out_dir in zip(tasks, task_objs, out_dirs)]
         results = asyncio.run(run_tasks(jobs, run_store, options, return_exceptions=True))
-    finally:
-        run_store.close()
     wall_s = time.perf_counter() - pool_started
     outcomes = []
     for name, out_dir, result in zip(tasks, out_dirs, results):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..data.io import atomic_write_text
+from ..redact import redact
 from .hashing import content_key
 from .metrics import metrics_json
 from .model import PromptBudget, RunCounters
@@ -162,11 +163,12 @@ _SAMPLE_LINE_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def write_run(out_dir: Path, records: Sequence[SampleRecord], results: Mapping[str, Any]) -> None:
-    """samples.jsonl, then results.json, each atomically: a results.json on disk means the run ended."""
+    """samples.jsonl, then results.json, each atomically (and redacted: no key a reply echoed): a results.json
+    on disk means the run ended."""
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "samples.jsonl",
-                      "".join(_SAMPLE_LINE_ENCODER.encode(sample_line(r)) + "\n" for r in records))
-    atomic_write_text(out_dir / "results.json", json.dumps(results, ensure_ascii=False, indent=2) + "\n")
+                      redact("".join(_SAMPLE_LINE_ENCODER.encode(sample_line(r)) + "\n" for r in records)))
+    atomic_write_text(out_dir / "results.json", redact(json.dumps(results, ensure_ascii=False, indent=2) + "\n"))
 
 
 def failure_kind(message: str | None) -> str:

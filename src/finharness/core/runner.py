@@ -34,7 +34,7 @@ from .results import (
     write_run,
 )
 from .retry import RetryPolicy
-from .store import RunStore
+from .store import RunStore, StoreError
 from .task import Models, Task
 from .types import Sample, to_jsonable
 
@@ -179,6 +179,8 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                     raise TaskError(f"{task.name}.solve returned what cannot be stored: {problem}")
             except CallFailed as err:
                 results[sample.id] = failed_record(trace, f"{err.kind}: {err}", transient=err.transient)
+            except StoreError:  # the store, not the task: the run stops with what to do about it
+                raise
             except Exception as err:  # a task's bug fails its sample, not the run; the traceback is kept
                 results[sample.id] = failed_record(trace, task_error(task.name, "solve", err), transient=False,
                                                    traceback=format_exc(err))

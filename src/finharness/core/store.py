@@ -15,12 +15,16 @@ answered within the current loop iteration (at most MAX_COMMIT_DELAY_S earlier w
 coming); a rerun makes those again. `PRAGMA synchronous=NORMAL` under WAL keeps every committed
 transaction through a process crash (what `kill -9` is); only a power loss or OS crash can take
 back the last commits.
+
+Every text a row holds passes redact() first (finharness/redact.py): a reply or an error body echoing an
+API key stores the key's name, never the key.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -29,8 +33,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
+from ..data.errors import DataError
+from ..redact import redact, redact_args
 from .hashing import canonical_json
 
 try:
@@ -84,6 +90,9 @@ MIGRATIONS: list[str] = [
 ]
 
 
+TABLES = frozenset({"calls", "failures", "samples", "runs"})
+"""The tables every finharness store has, from v1 on (a SQLite file without them is not one)."""
+
 _CALL_COLUMNS = "key, backend, kind, request, response, latency_s, created"
 _FAILURE_COLUMNS = "key, backend, kind, request, error, attempts, created"
 
@@ -103,6 +112,85 @@ class StoreRows:
 
     samples: list[tuple[Any, ...]]
     """(run_key, sample_id, record, created): finished samples."""
+
+
+class StoreError(DataError):
+    """The run store cannot be used: not a finharness store or a damaged one, newer than this finharness, not
+    writable, its disk full, or a row that cannot be read. str(err) names the store (and the row) and what to do."""
+
+
+MOVE_ASIDE = "move it aside or give another --store: a new store starts empty, and this file is left as it is"
+RERUN = "then rerun the same command: what was committed is kept, the rest is asked again"
+
+
+def store_error(path: Path, err: sqlite3.Error) -> StoreError:
+    """The StoreError saying what SQLite's `err` on the store at `path` means for the user."""
+    name = getattr(err, "sqlite_errorname", "") or ""
+    said = f"(SQLite: {err})"
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "no such table" in str(err):
+        return StoreError(f"not a finharness run store, or a damaged one {said}", path=path, hint=MOVE_ASIDE)
+    if name == "SQLITE_FULL":
+        return StoreError(f"no space left on the device holding the store {said}", path=path,
+                          hint=f"free some space, or give --store a FILE on another disk; {RERUN}")
+    if name.startswith("SQLITE_IOERR"):
+        limit = file_size_limit()
+        cause = (f"the file-size limit (`ulimit -f`, {limit} bytes) reached? Raise it" if limit is not None else
+                 "is the disk full? Free some space")
+        return StoreError(f"the store cannot be written {said}", path=path, hint=f"{cause}, {RERUN}")
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")):
+        if path.is_dir():
+            return StoreError("is a folder, not a run store file", path=path, hint="give --store a FILE")
+        return StoreError(f"the store cannot be opened for writing: no permission, or a read-only or immutable "
+                          f"folder {said}", path=path,
+                          hint="give --store (or --out) a place you can write, or fix the folder's permissions")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreError(f"locked by another process for over a minute {said}", path=path,
+                          hint="wait for the other run to finish")
+    return StoreError(f"the store cannot be used {said}", path=path, hint=MOVE_ASIDE)
+
+
+def file_size_limit() -> int | None:
+    """This process's limit on the size of a file it writes (RLIMIT_FSIZE, bytes), None when there is none."""
+    try:
+        import resource
+    except ImportError:  # not on a POSIX system
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _reported(method: _Method) -> _Method:
+    """A RunStore method whose SQLite errors are raised as the StoreError saying what they mean."""
+    @functools.wraps(method)
+    def wrapper(self: "RunStore", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from err
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _row_json(path: Path, text: str, what: str, delete: str) -> Any:
+    """A stored row's JSON; a row that is not JSON is a StoreError naming the store, the row and the fix."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise broken_row(path, what, err, delete) from None
+
+
+def _sql(text: str) -> str:
+    """`text` as an SQL string literal (in the DELETE a message suggests)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def broken_row(path: Path, what: str, err: BaseException, delete: str) -> StoreError:
+    """The StoreError of a row that cannot be read: `what` names it, `delete` is the SQL that removes it."""
+    return StoreError(f"{what} cannot be read ({type(err).__name__}: {str(err)[:200]})", path=path,
+                      hint=f"delete it and rerun to make it again: sqlite3 {path} \"{delete}\"")
 
 
 @contextlib.contextmanager
@@ -135,8 +223,11 @@ class RunStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
-                                     isolation_level=None)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False,
+                                         isolation_level=None)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from err
         self._queued: list[tuple[str, tuple]] = []
         """Writes made inside an event loop and not committed yet, in order (see the module docstring)."""
         self._queued_calls: dict[str, tuple[str, float]] = {}
@@ -147,18 +238,26 @@ class RunStore:
         self._batch_loop: asyncio.AbstractEventLoop | None = None
         try:
             with _opening(self.path):
+                self._schema_version()  # a foreign or newer file is refused before anything is written to it
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._migrate()
-        except BaseException:
+        except BaseException as err:
             self._conn.close()
+            if isinstance(err, sqlite3.Error):
+                raise store_error(self.path, err) from err
             raise
 
     def _schema_version(self) -> int:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if version > len(MIGRATIONS):
-            raise RuntimeError(f"{self.path}: store schema v{version} is newer than this finharness "
-                               f"(v{len(MIGRATIONS)}); upgrade finharness")
+            raise StoreError(f"store schema v{version} is newer than this finharness (v{len(MIGRATIONS)})",
+                             path=self.path, hint="upgrade finharness (pip install -U finharness), or give another "
+                             "--store")
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if (version == 0 and tables - {"sqlite_sequence"}) or (version > 0 and not TABLES <= tables):
+            raise StoreError(f"a SQLite file that is not a finharness run store (schema v{version}, tables: "
+                             f"{', '.join(sorted(tables)) or 'none'})", path=self.path, hint=MOVE_ASIDE)
         return version
 
     def _migrate(self) -> None:
@@ -178,7 +277,8 @@ class RunStore:
                     self._conn.execute(f"PRAGMA user_version={i + 1}")
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
+                    self._conn.execute("ROLLBACK")
                 raise
 
     # -- group commit -----------------------------------------------------------
@@ -253,10 +353,12 @@ class RunStore:
             except BaseException as err:  # the samples waiting for it fail; the rows stay queued
                 if batch is not None and not batch.done():
                     batch.set_exception(err)
+                    batch.exception()  # seen: a run stopped before awaiting it is told by the next commit instead
                 return
         if batch is not None and not batch.done():
             batch.set_result(None)
 
+    @_reported
     def flush(self) -> None:
         """Commit every queued write now."""
         with self._lock:
@@ -271,9 +373,13 @@ class RunStore:
         if self._batch_loop is not asyncio.get_running_loop():
             self.flush()
             return
-        await asyncio.shield(batch)  # shared by every waiter: a cancelled waiter must not cancel it
+        try:
+            await asyncio.shield(batch)  # shared by every waiter: a cancelled waiter must not cancel it
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from err
 
     # -- calls ---------------------------------------------------------------
+    @_reported
     def get_call(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             queued = self._queued_calls.get(key)
@@ -282,60 +388,81 @@ class RunStore:
             row = self._conn.execute("SELECT response, latency_s FROM calls WHERE key=?", (key,)).fetchone()
         if row is None:
             return None
-        return {"response": json.loads(row[0]), "latency_s": row[1]}
+        return {"response": self.call_json(key, row[0]), "latency_s": row[1]}
+
+    def call_json(self, key: str, text: str) -> Any:
+        """A call row's stored JSON; one that cannot be read is a StoreError naming the store and the key."""
+        return _row_json(self.path, text, f"the call row {key}", f"DELETE FROM calls WHERE key={_sql(key)}")
+
+    def broken_call(self, key: str, err: BaseException) -> StoreError:
+        """The StoreError of a call row whose JSON is not a response (wrong fields or types)."""
+        return broken_row(self.path, f"the call row {key}", err, f"DELETE FROM calls WHERE key={_sql(key)}")
 
     def put_call(self, key: str, backend: str, kind: str, request: Mapping[str, Any],
                  response: Mapping[str, Any], latency_s: float) -> None:
         self.put_call_json(key, backend, kind, canonical_json(request), canonical_json(response), latency_s)
 
+    @_reported
     def put_call_json(self, key: str, backend: str, kind: str, request_json: str, response_json: str,
                       latency_s: float) -> None:
         """put_call with the request and response already in canonical JSON."""
+        response_json = redact(response_json)  # a reply may echo a key: the row is what get_call serves
         self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?)",
-                    (key, backend, kind, request_json, response_json, latency_s, time.time()),
+                    (key, redact(backend), kind, redact(request_json), response_json, latency_s, time.time()),
                     call=(key, response_json, latency_s))
 
+    @_reported
     def put_failure(self, key: str, backend: str, kind: str, request: Mapping[str, Any], error: str,
                     attempts: int) -> None:
         self._write("INSERT INTO failures (key, backend, kind, request, error, attempts, created) "
                     "VALUES (?,?,?,?,?,?,?)",
-                    (key, backend, kind, canonical_json(request), error, attempts, time.time()))
+                    redact_args((key, backend, kind, canonical_json(request), error, attempts, time.time())))
 
+    @_reported
     def count_calls(self) -> int:
         with self._lock:
             self._commit_queued()
             return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
+    @_reported
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         with self._lock:
             self._commit_queued()
             rows = self._conn.execute("SELECT key, backend, kind, request, response FROM calls").fetchall()
         for key, backend, kind, request, response in rows:
-            yield {"key": key, "backend": backend, "kind": kind, "request": json.loads(request),
-                   "response": json.loads(response)}
+            yield {"key": key, "backend": backend, "kind": kind, "request": self.call_json(key, request),
+                   "response": self.call_json(key, response)}
 
     # -- samples ---------------------------------------------------------------
+    @_reported
     def put_run(self, run_key: str, config: Mapping[str, Any]) -> None:
-        self._write("INSERT OR IGNORE INTO runs VALUES (?,?,?)", (run_key, canonical_json(config), time.time()))
+        self._write("INSERT OR IGNORE INTO runs VALUES (?,?,?)", (run_key, redact(canonical_json(config)), time.time()))
 
+    @_reported
     def get_samples(self, run_key: str) -> dict[str, dict[str, Any]]:
         with self._lock:
             self._commit_queued()
             rows = self._conn.execute("SELECT sample_id, record FROM samples WHERE run_key=?", (run_key,)).fetchall()
-        return {sid: json.loads(rec) for sid, rec in rows}
+        return {sid: _row_json(self.path, rec, f"the sample row {sid!r} of run {run_key}",
+                               f"DELETE FROM samples WHERE run_key={_sql(run_key)} AND sample_id={_sql(sid)}")
+                for sid, rec in rows}
 
+    @_reported
     def put_sample(self, run_key: str, sample_id: str, record: Mapping[str, Any]) -> None:
         self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)",
-                    (run_key, sample_id, canonical_json(record), time.time()))
+                    (run_key, sample_id, redact(canonical_json(record)), time.time()))
 
+    @_reported
     def get_run(self, run_key: str) -> dict[str, Any] | None:
         """The config a run key was made from (None: no such run here)."""
         with self._lock:
             self._commit_queued()
             row = self._conn.execute("SELECT config FROM runs WHERE run_key=?", (run_key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        return None if row is None else _row_json(self.path, row[0], f"the run row {run_key}",
+                                                  f"DELETE FROM runs WHERE run_key={_sql(run_key)}")
 
     # -- moving rows between stores (a Ray worker's store into the driver's) --------------------
+    @_reported
     def export_rows(self, run_key: str) -> StoreRows:
         """Every call and failure in this store, and the run's row and finished samples."""
         with self._lock:
@@ -348,6 +475,7 @@ class RunStore:
                 samples=self._conn.execute("SELECT run_key, sample_id, record, created FROM samples "
                                            "WHERE run_key=?", (run_key,)).fetchall())
 
+    @_reported
     def import_rows(self, rows: StoreRows) -> None:
         """Add rows exported from another store, in one transaction. Calls, runs and samples already
         here are kept (calls are content-addressed, so importing the same rows twice changes nothing);
@@ -364,12 +492,26 @@ class RunStore:
                 self._conn.executemany("INSERT OR IGNORE INTO samples VALUES (?,?,?,?)", rows.samples)
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLite has rolled back already after a full disk or an I/O error
+                    self._conn.execute("ROLLBACK")
                 raise
 
+    @_reported
     def close(self) -> None:
         with self._lock:
             try:
                 self._commit_queued()
             finally:  # a failed last commit still closes the connection (and its error is the one raised)
                 self._conn.close()
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Close; when the block raised, a failing last commit (the same full disk, most often) does not hide
+        that first error."""
+        try:
+            self.close()
+        except Exception:
+            if exc is None:
+                raise

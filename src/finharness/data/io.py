@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -19,6 +20,8 @@ def read_text(path: str | Path) -> str:
     if not path.exists():
         raise DataError("file not found", path=path,
                         hint="check --data-dir / FINHARNESS_DATA_DIR, or `finharness data pull`")
+    if path.is_dir():
+        raise DataError("is a folder, not a file", path=path, hint="give the file inside it")
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8-sig")
@@ -28,6 +31,20 @@ def read_text(path: str | Path) -> str:
                         line=line, hint="re-encode the file as UTF-8") from None
 
 
+def parse_json(text: str, path: str | Path, line: int | None = None) -> Any:
+    """json.loads, its errors a DataError naming the file and line: malformed JSON, or JSON nested deeper than
+    the parser can follow (Python's recursion limit)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        at = err.lineno if line is None else line
+        raise DataError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=at) from None
+    except RecursionError:
+        raise DataError(f"JSON nested deeper than the reader can follow (about {sys.getrecursionlimit()} "
+                        "levels)", path=path, line=line,
+                        hint="no file finharness reads nests that deep: was it made by hand or damaged?") from None
+
+
 def iter_jsonl(path: str | Path, *, allow_empty: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line_number, object) for every non-blank line; line numbers are 1-based."""
     text = read_text(path)
@@ -35,10 +52,7 @@ def iter_jsonl(path: str | Path, *, allow_empty: bool = False) -> Iterator[tuple
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=number) from None
+        obj = parse_json(line, path, number)
         if not isinstance(obj, dict):
             raise DataError(f"expected a JSON object, got {type(obj).__name__}", path=path, line=number)
         seen = True
@@ -51,10 +65,34 @@ def read_json(path: str | Path) -> Any:
     text = read_text(path)
     if not text.strip():
         raise DataError("file is empty", path=path)
+    return parse_json(text, path)
+
+
+def check_csv(text: str, path: str | Path) -> None:
+    """A DataError naming the file and line where `text` cannot be CSV as written: it ends inside a quoted field
+    (a closing quote missing, or the file cut short), or a field runs past the CSV reader's limit (most often a
+    quote never closed). The lenient reader the data is then read with would accept both without a word."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    start = 1
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"malformed JSON: {err.msg} (column {err.colno})", path=path, line=err.lineno) from None
+        for _ in reader:
+            start = reader.line_num + 1
+    except csv.Error as err:
+        if "unexpected end of data" in str(err):
+            raise DataError(f"the file ends inside a quoted field of the row starting on line {start}", path=path,
+                            line=start, hint="close the quote, or fetch the file again if it was cut short") from None
+        if "field larger than field limit" in str(err):
+            raise DataError(f"a field of the row starting on line {start} is longer than {csv.field_size_limit()} "
+                            "characters, the CSV reader's limit", path=path, line=start,
+                            hint="is a quote opened there and never closed? Close it, or split the text") from None
+        # anything else strict parsing refuses (text after a closing quote...) is read leniently, as it always was
+
+
+def csv_dict_reader(path: str | Path) -> "csv.DictReader[str]":
+    """A csv.DictReader over a UTF-8 CSV file that check_csv found readable (DataError otherwise)."""
+    text = read_text(path)
+    check_csv(text, path)
+    return csv.DictReader(io.StringIO(text))
 
 
 def read_csv_rows(path: str | Path, required: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
@@ -62,6 +100,7 @@ def read_csv_rows(path: str | Path, required: tuple[str, ...] = ()) -> list[tupl
     text = read_text(path)
     if not text.strip():
         raise DataError("file is empty", path=path)
+    check_csv(text, path)
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in required if c not in (reader.fieldnames or [])]
     if missing:
@@ -82,7 +121,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write beside the target, fsync, then rename: a reader never sees half a file, a crash leaves none."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    except OSError as err:  # named by the file it is for, not the temporary name tried
+        err.filename = str(path)
+        raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -92,8 +135,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:  # a failed write names no file: say which
+            err.filename = str(path)
         raise
 
 

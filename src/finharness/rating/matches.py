@@ -161,6 +161,9 @@ def read_matches(path: str | Path) -> list[Match]:
         except json.JSONDecodeError as err:
             raise MatchFileError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                                  "write one JSON object per line") from err
+        except RecursionError:
+            raise MatchFileError(f"{where}: JSON nested deeper than the reader can follow; a match is one flat "
+                                 "object per line") from None
         matches.append(match_from_json(obj, where))
     return matches
 

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from .. import __version__
 from ..data.io import atomic_write_text
+from ..redact import redact
 from .leaderboard import leaderboard_section
 from .markup import section
 from .pairwise import load_ratings, rate_for_report
@@ -189,6 +190,6 @@ def write_html_report(run_dirs: Iterable[PathLike], out_file: PathLike, *,
     if loaded_matches and not loaded_ratings:
         loaded_ratings = [("the matches (computed for this report)", r) for r in rate_for_report(loaded_matches)]
     out = Path(out_file)
-    atomic_write_text(out, build_html_report(runs, matches=loaded_matches or None, ratings=loaded_ratings,
-                                             transcripts_per_run=transcripts_per_run))
+    atomic_write_text(out, redact(build_html_report(runs, matches=loaded_matches or None, ratings=loaded_ratings,
+                                                    transcripts_per_run=transcripts_per_run)))
     return out

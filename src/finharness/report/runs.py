@@ -20,6 +20,69 @@ from ..data.io import iter_jsonl, read_json
 RESULT_KEYS: tuple[str, ...] = ("task", "metrics")
 """Keys a results.json must have for the report to use it."""
 
+RESULT_TYPES: dict[str, tuple[type, ...]] = {
+    "task": (str,), "model": (str,), "status": (str,), "headline": (str,), "metrics": (dict,),
+    "directions": (dict,), "groups": (dict,), "counts": (dict,), "notes": (list,), "config": (dict,),
+    "extra": (dict,), "timing": (dict,), "cumulative": (dict,), "versions": (dict,)}
+"""The type of each results.json field the report reads (null allowed where a field may be missing)."""
+
+REWRITE_HINT = ("was it edited by hand? Rerun the same command to write it again: its samples come from the run "
+                "store, nothing is asked again")
+
+
+def _metric_problem(where: str, metric: Any) -> str | None:
+    """What in one metric entry ({"value", "ci95", "n"}) the report cannot read, None when nothing."""
+    if not isinstance(metric, dict):
+        return f"{where} is a {type(metric).__name__}, not an object {{value, ci95, n}}"
+    missing = [k for k in ("value", "ci95", "n") if k not in metric]
+    if missing:
+        return f"{where} lacks {missing}"
+    value, ci95, n = metric["value"], metric["ci95"], metric["n"]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return f"{where}.value is a {type(value).__name__}, not a number or null"
+    if ci95 is not None and not (isinstance(ci95, list) and len(ci95) in (0, 2) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in ci95)):
+        return f"{where}.ci95 is not [low, high] or null"
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        return f"{where}.n is a {type(n).__name__}, not an integer or null"
+    return None
+
+
+def results_problem(results: Any) -> str | None:
+    """What in a results.json the report cannot read (a missing key, a field of the wrong type), None when
+    nothing: checked once on reading, so a hand-edited file is an error naming it, not a traceback."""
+    if not isinstance(results, dict):
+        return f"expected a JSON object, got {type(results).__name__}"
+    missing = [k for k in RESULT_KEYS if k not in results]
+    if missing:
+        return f"missing key(s) {missing}"
+    for key, types in RESULT_TYPES.items():
+        value = results.get(key)
+        if value is not None and not isinstance(value, types):
+            return f"{key!r} is a {type(value).__name__}, not a {' or '.join(t.__name__ for t in types)}"
+    for name, metric in results["metrics"].items():
+        if problem := _metric_problem(f"metrics[{name!r}]", metric):
+            return problem
+    for grouping, keys in (results.get("groups") or {}).items():
+        if not isinstance(keys, dict):
+            return f"groups[{grouping!r}] is a {type(keys).__name__}, not an object"
+        for key, metrics in keys.items():
+            if not isinstance(metrics, dict):
+                return f"groups[{grouping!r}][{key!r}] is a {type(metrics).__name__}, not an object"
+            for name, metric in metrics.items():
+                if problem := _metric_problem(f"groups[{grouping!r}][{key!r}][{name!r}]", metric):
+                    return problem
+    return None
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """A results.json the report can read; DataError naming the file and what is wrong otherwise."""
+    results = read_json(path)
+    problem = results_problem(results)
+    if problem is not None:
+        raise DataError(problem, path=path, hint=REWRITE_HINT)
+    return results
+
 
 @dataclass(frozen=True)
 class RunData:
@@ -119,13 +182,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not results_path.exists():
         raise DataError("no results.json here", path=path,
                         hint="pass the --out directory of a finished `finharness run`")
-    results = read_json(results_path)
-    if not isinstance(results, dict):
-        raise DataError(f"expected a JSON object, got {type(results).__name__}", path=results_path)
-    missing = [k for k in RESULT_KEYS if k not in results]
-    if missing:
-        raise DataError(f"missing key(s) {missing}", path=results_path,
-                        hint="is this a results.json written by `finharness run` or `finharness score`?")
+    results = read_results(results_path)
     samples_path = path / "samples.jsonl"
     samples: list[Mapping[str, Any]] = []
     if samples_path.exists():

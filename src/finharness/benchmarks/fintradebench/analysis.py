@@ -15,8 +15,6 @@ score column: `correctness`, `human_correctness` or the release's annotation hea
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...data.errors import DataError
-from ...data.io import iter_jsonl, read_text
+from ...data.io import csv_dict_reader, iter_jsonl
 from ...rating.compare import compare_ratings
 from ...stats import paired_test
 from ...stats.agreement import cohen_kappa
@@ -161,7 +159,7 @@ def read_human_scores(path: str | Path) -> dict[str, float]:
     path = Path(path)
     if not path.is_file():
         raise DataError("human scores file not found", path=path)
-    reader = csv.DictReader(io.StringIO(read_text(path)))
+    reader = csv_dict_reader(path)
     column = next((c for c in HUMAN_SCORE_COLUMNS if c in (reader.fieldnames or [])), None)
     if "question_id" not in (reader.fieldnames or []) or column is None:
         raise DataError(f"needs columns question_id and one of {list(HUMAN_SCORE_COLUMNS)}", path=path, line=1)

@@ -40,9 +40,7 @@ week-of and default, `LOOKBACK_DAYS` (the release's DEFAULT_LOOKBACK_DAYS, 180) 
 from __future__ import annotations
 
 import calendar
-import csv
 import datetime as dt
-import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -50,7 +48,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ...data.errors import DataError
-from ...data.io import read_text
+from ...data.io import csv_dict_reader
 from .indicators import split_indicators
 
 CATEGORIES: tuple[str, ...] = ("F", "T", "FT")
@@ -278,7 +276,7 @@ def read_questions(path: Path | str, known_tickers: Iterable[str] = ()) -> list[
     if not path.is_file():
         raise DataError("question file not found", path=path,
                         hint=f"pass --data-dir ROOT holding {SEED_FILE}, or -o questions=FILE.csv")
-    reader = csv.DictReader(io.StringIO(read_text(path)))
+    reader = csv_dict_reader(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"missing column(s) {missing}; the header must hold {', '.join(REQUIRED_COLUMNS)}",

@@ -78,6 +78,9 @@ def resolve_bench_file(data_dir: Path | None) -> Path:
 def _task_lists(raw: Any, path: Path) -> Mapping[str, list]:
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise DataError("expected a JSON object mapping each task key to a list of items", path=path)
+    if not any(raw.values()):  # `{}` or only empty lists: a run of it would be "complete" with n = 0
+        raise DataError("holds no items (no task key with a non-empty list)", path=path,
+                        hint="is it the right file, or was it cut short? `finharness data pull ucfe` fetches it again")
     return raw
 
 

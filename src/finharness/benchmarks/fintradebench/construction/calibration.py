@@ -36,8 +36,6 @@ that holds an item. Table 11 is the rows with at most one of the three not 'all'
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -47,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ....data.errors import DataError
-from ....data.io import iter_jsonl, read_text
+from ....data.io import csv_dict_reader, iter_jsonl
 from ....rating.compare import compare_ratings
 from ....stats import Estimate
 from ....util import MISSING, finite_or_none, format_number
@@ -238,7 +236,7 @@ def _required(row: Mapping[str, str], column: str, path: Path, line: int) -> str
 def read_human_scores(path: str | Path) -> HumanScores:
     """Read either layout of the module docstring; raters averaged per (question, model, dimension)."""
     path = Path(path)
-    reader = csv.DictReader(io.StringIO(read_text(path)))
+    reader = csv_dict_reader(path)
     columns = set(reader.fieldnames or ())
     if set(LONG_COLUMNS) <= columns:
         layout = "long"
