@@ -1,0 +1,993 @@
+"""The scorecard: models × rows of a suite (or of any run folders), each cell a row's headline with its 95% CI
+and n, the benchmarks' own composites, the judged rows with their judge's health, the pairwise differences
+between models with paired intervals, and what each model spent.
+
+`build_scorecard(SUITE_DIR)` reads what `finharness suite` wrote (SUITE_DIR/suite.json, the contract in
+docs/report.md#scorecard: one row per suite entry, each naming the run folder of every model), and
+`scorecard_from_runs(RUN_DIR...)` makes the same view of run folders (`finharness report`: rows = task, plus the
+options that tell two runs of one task apart). Both only read files: results.json and samples.jsonl of each
+run (report.runs), the UCFE matches and judge summaries.
+
+Composites (docs/report.md says why each is the one):
+- CFinBench: the paper's 0.4·single + 0.4·multiple + 0.2·judgment score is the task's own headline
+  (`strict.score`); the row says so, no extra row.
+- BizBench: the unweighted mean of the BizBench rows' headlines (a row of its own, kind 'composite'), its
+  interval `stats.weighted_mean_ci` over the tasks as independent parts; computed only where a model has a
+  value in every BizBench row.
+- FinTradeBench: RAG Δ = accuracy(RAG) − accuracy(No-RAG), paired on the questions both rows scored
+  (`stats.paired_test`), where the suite has a No-RAG and a RAG row; informational (ranks nothing).
+- UCFE: its row is the Bradley–Terry rating of each model from the suite's matches (rating.rate_table, seeded
+  bootstrap), the released reference dialogues' player among the ratings.
+
+Ranks: within a row, `report.leaderboard.rank_entries` (paired test on per-sample scores where the runs share
+90% of their items, else non-overlapping CIs; '=k' = not separable); UCFE by the rating gaps' intervals
+(rating tables), two models not neighbours in the table being separable when every gap between them is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.types import to_jsonable
+from ..data.errors import DataError
+from ..data.io import read_json
+from ..report.leaderboard import Comparison, Entry, Standing, rank_entries, rank_labels
+from ..report.markup import is_percent_metric
+from ..report.runs import RunData, by_task, config_differences, flat_options, load_run
+from ..stats import Estimate, mean_ci, paired_test, proportion_ci, weighted_mean_ci
+from ..util import finite_or_none
+
+SUITE_FILE = "suite.json"
+"""What `finharness suite` writes into its folder; a folder holding it is a suite folder."""
+
+STATUSES: tuple[str, ...] = ("complete", "incomplete", "missing")
+
+BENCHMARK_NAMES: Mapping[str, str] = {"cfinbench": "CFinBench", "bizbench": "BizBench", "ucfe": "UCFE",
+                                      "fintradebench": "FinTradeBench", "demo": "demo"}
+"""Task name (or its part before '/') -> benchmark, for run folders that no suite.json describes."""
+
+CFINBENCH_NOTE = ("CFinBench's own score (the paper's): 0.4·single + 0.4·multiple + 0.2·judgment, strict scoring; "
+                  "it is the task's headline strict.score")
+BIZBENCH_NOTE = ("mean of the BizBench task headlines (ours: the paper reports each task on its own); interval over "
+                 "the tasks as independent parts")
+RAG_DELTA_NOTE = ("RAG Δ = accuracy with retrieval − without, paired on the questions both rows scored (the paper "
+                  "reports accuracy for No-RAG and RAG and the gain); informational")
+UCFE_NOTE = "Bradley–Terry rating (Elo scale, mean 1000) from the suite's judged matches, 95% bootstrap interval"
+
+RATING_BOOTSTRAP = 1000
+"""Bootstrap rounds of the UCFE rating table (seed 0), as `finharness rate`."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One measure of a judge's health: hits of n, with its 95% interval."""
+
+    name: str
+    """'tie', 'first-position win', 'flip', 'no verdict', 'rubric-example copy'."""
+
+    value: float | None
+    """hits / n (None when n is 0)."""
+
+    ci95: tuple[float, float] | None
+    """95% interval of `value` (stats.proportion_ci)."""
+
+    hits: int
+    """Events counted."""
+
+    n: int
+    """What they are counted over."""
+
+    meaning: str
+    """What the rate measures, and what a healthy judge gives."""
+
+
+@dataclass(frozen=True)
+class JudgeHealth:
+    """The judge of a judged row and how it behaved, pooled over every model's run of the row."""
+
+    judge: str | None
+    """The judge's model spec (suite.json `judge`, or the runs' judge identity); None when no one says."""
+
+    rates: tuple[Rate, ...]
+    """Its health figures."""
+
+    notes: tuple[str, ...] = ()
+    """Warnings a reader must see (a judge that copies the rubric's example, answers one label to all...)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the scorecard: a task run with one set of options, or a benchmark's composite."""
+
+    id: str
+    """Unique within the scorecard (suite.json row id; for run folders the task plus what tells runs apart)."""
+
+    benchmark: str
+    """The benchmark the row belongs to (rows of one benchmark are adjacent)."""
+
+    label: str
+    """What the scorecard prints; names a stand-in as such."""
+
+    kind: str
+    """'task' (a task's headline), 'rating' (UCFE's Bradley–Terry ratings) or 'composite'."""
+
+    metric: str | None
+    """The number in the cells: the task's headline metric, 'bt_rating', 'mean_of_tasks' or 'rag_delta'."""
+
+    direction: str
+    """'higher', 'lower' (an error rate) or 'info' (not ranked)."""
+
+    percent: bool
+    """Cells are fractions shown as percentages."""
+
+    task: str | None = None
+    """The task the row ran (None for a composite)."""
+
+    run_label: str = ""
+    """What tells this row's runs from another row's of the same task: the differing options (`mode=rag`) or the
+    run folder; '' when nothing needs telling apart."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The task options the row ran with (suite.json), {} for run folders."""
+
+    standin: str | None = None
+    """The stand-in that ran instead of the official data ('cpa'), or None."""
+
+    judged: bool = False
+    """A judge decides the headline."""
+
+    judge: JudgeHealth | None = None
+    """The judge and its health (judged rows)."""
+
+    paper: str | None = None
+    """Which paper configuration the row follows (suite.json `paper`)."""
+
+    about: str = ""
+    """How the row's number is made, where that is not just the task's headline (composites, CFinBench, UCFE)."""
+
+    ranking: str = ""
+    """The models by rank group, best first ('a > b', 'a = b' when not separable); '' when the row ranks nothing."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model's number in one row."""
+
+    row: str
+    """Row id."""
+
+    model: str
+    """Model spec."""
+
+    value: float | None
+    """The row's number for the model (None: no value)."""
+
+    ci95: tuple[float, float] | None
+    """Its 95% interval."""
+
+    n: int | None
+    """Items behind it (matches for a rating, shared questions for RAG Δ, items summed over tasks for a mean)."""
+
+    status: str
+    """'complete', 'incomplete' (a value, but not every item or task counted) or 'missing' (no value)."""
+
+    why: str | None = None
+    """Why incomplete or missing (None when complete)."""
+
+    run: str | None = None
+    """The run folder behind the cell (relative to the suite folder), None for composites and missing runs."""
+
+    method: str | None = None
+    """How the interval was made, where results.json (or the composite) says ('wilson', 'clopper-pearson', ...)."""
+
+    warning: str | None = None
+    """A small-n or method warning that results.json carries for the metric (or the composite's own)."""
+
+    rank: str | None = None
+    """'1', '=1', '2'...: 1 + the models separable from and above it ('=' shared); None: not ranked."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Two models compared on one row: the one with the better value first."""
+
+    row: str
+    """Row id."""
+
+    ahead: str
+    """The model with the better value."""
+
+    behind: str
+    """The other."""
+
+    diff: float | None
+    """ahead − behind in the row's units (paired: over the items both scored)."""
+
+    ci95: tuple[float, float] | None
+    """95% interval of `diff` (None where the comparison has none: CI overlap, a chain of rating gaps)."""
+
+    p_value: float | None
+    """Of the paired test (None where there is none)."""
+
+    test: str
+    """'mcnemar-exact', 'sign-flip-exact', 'paired-t' ... (stats.paired_test), 'ci-overlap', 'weighted-paired'
+    (a composite's per-task paired differences combined), or the rating gap's method."""
+
+    n: int | None
+    """Items both models scored (for a rating gap: the matches the two played against each other)."""
+
+    separable: bool
+    """Whether the data separate the two at level 0.05 (the leaderboard's rule)."""
+
+    warning: str | None = None
+    """Why to doubt the comparison (few shared items), or None."""
+
+
+@dataclass(frozen=True)
+class Player:
+    """One line of the UCFE rating table."""
+
+    name: str
+    """The name it plays under in the matches."""
+
+    model: str | None
+    """The suite's model spec it is (None for the reference and other players)."""
+
+    rating: float
+    """Bradley–Terry rating on the Elo scale."""
+
+    ci95: tuple[float, float] | None
+    """95% bootstrap interval."""
+
+    wins: int
+    ties: int
+    losses: int
+    reference: bool = False
+    """The released reference dialogues (suite.json ucfe.reference)."""
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """The UCFE rating table behind the UCFE row."""
+
+    row: str
+    """The row it fills."""
+
+    matches_file: str
+    """The matches it was computed from (relative to the suite folder)."""
+
+    n_matches: int
+    bootstrap_rounds: int
+    players: tuple[Player, ...]
+    """Best first, the reference included."""
+
+    gaps: tuple[Difference, ...]
+    """Each player against the next one down, with the gap's own interval (rating tables)."""
+
+    reference: str | None = None
+    """The reference player's name."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a model (or the whole suite) spent, summed over every invocation."""
+
+    model: str
+    """Model spec, or 'all' for the suite as a whole (every role)."""
+
+    calls: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    tokens_evaluated: int | None = None
+    """Log-likelihood tokens."""
+    wall_s: float | None = None
+    cost_usd: float | None = None
+    """None when unpriced."""
+    invocations: int | None = None
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    """Everything the scorecard files and table show."""
+
+    title: str
+    """'quick (2 models)' or 'runs'."""
+
+    source: str
+    """The suite folder, or the run folders, it was read from."""
+
+    models: tuple[str, ...]
+    """Model specs, in the suite's order (columns)."""
+
+    rows: tuple[Row, ...]
+    cells: tuple[Cell, ...]
+    """One per row and model."""
+
+    differences: tuple[Difference, ...]
+    """Per ranked row, every pair of models with values."""
+
+    ratings: Ratings | None = None
+    """UCFE's rating table (reference included), when the suite has matches."""
+
+    usage: tuple[Usage, ...] = ()
+    """Per model, then 'all' when the suite says."""
+
+    suite: str | None = None
+    """The suite's name (None for run folders)."""
+
+    description: str | None = None
+    roles: Mapping[str, str | None] = field(default_factory=dict)
+    """judge / user specs of the suite."""
+
+    status: str | None = None
+    """The suite's status: complete, incomplete, budget, interrupted (None for run folders)."""
+
+    notes: tuple[str, ...] = ()
+    """What a reader must know about the whole (stand-ins, errors)."""
+
+    def cell(self, row: str, model: str) -> Cell:
+        return next(c for c in self.cells if c.row == row and c.model == model)
+
+    def row(self, row: str) -> Row:
+        return next(r for r in self.rows if r.id == row)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values; a NaN or infinite number (an unbounded side of a rating gap's interval) is null."""
+        return _finite(to_jsonable(self))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return finite_or_none(obj)
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    return obj
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+def is_suite_dir(path: str | Path) -> bool:
+    return (Path(path) / SUITE_FILE).is_file()
+
+
+def read_suite(suite_dir: Path) -> dict[str, Any]:
+    path = suite_dir / SUITE_FILE
+    if not path.is_file():
+        raise DataError("no suite.json here", path=suite_dir,
+                        hint="pass the --out folder of `finharness suite`, or run folders for the runs' view")
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(f"expected a JSON object, got {type(data).__name__}", path=path)
+    for key, kind in (("models", list), ("rows", list)):
+        if not isinstance(data.get(key), kind):
+            raise DataError(f"'{key}' must be a {kind.__name__}", path=path,
+                            hint="suite.json as `finharness suite` writes it (docs/report.md#scorecard)")
+    for i, row in enumerate(data["rows"]):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not isinstance(row.get("task"), str):
+            raise DataError(f"rows[{i}] needs an 'id' and a 'task'", path=path)
+    return data
+
+
+def benchmark_of(task: str) -> str:
+    return BENCHMARK_NAMES.get(task.split("/", 1)[0], task)
+
+
+def _flag(metric: Mapping[str, Any], key: str) -> str | None:
+    value = metric.get(key)
+    return str(value) if value else None
+
+
+def _ci(values: Any) -> tuple[float, float] | None:
+    if not values or any(v is None or not math.isfinite(v) for v in values):
+        return None
+    return float(values[0]), float(values[1])
+
+
+def incomplete_why(run: RunData) -> str | None:
+    """Why a run ended incomplete: its failed samples by kind, or the samples it did not reach."""
+    if run.results.get("status") == "complete":
+        return None
+    counts = run.counts
+    failed = counts.get("failed_samples") or 0
+    if failed:
+        kinds = counts.get("failure_kinds") or {}
+        detail = ", ".join(f"{k} ×{v}" for k, v in kinds.items())
+        return f"{failed} of {counts.get('samples', '?')} samples failed" + (f" ({detail})" if detail else "")
+    total = counts.get("samples_total")
+    if total and counts.get("samples") is not None and counts["samples"] < total:
+        return f"{counts['samples']} of {total} samples run"
+    return f"run status {run.results.get('status', '?')!r}"
+
+
+def run_cell(row: str, model: str, run: RunData, metric: str | None, folder: str | None) -> Cell:
+    """A task row's cell: the run's value of `metric` (its headline) with CI, n and the metric's flags."""
+    m = (run.metric(metric) if metric else None) or {}
+    value = m.get("value")
+    why = incomplete_why(run)
+    if value is None:
+        return Cell(row, model, None, None, m.get("n"), "missing",
+                    why or f"no value of {metric!r} (nothing could be scored)", folder)
+    return Cell(row, model, float(value), _ci(m.get("ci95")), m.get("n"), "incomplete" if why else "complete", why,
+                folder, _flag(m, "method"), _flag(m, "warning"))
+
+
+def standin_of(runs: Sequence[RunData]) -> str | None:
+    """The stand-in a run names in results.json (extra.exam.standin: CFinBench's CPA), or None."""
+    for r in runs:
+        exam = (r.results.get("extra") or {}).get("exam")
+        if isinstance(exam, Mapping) and exam.get("standin"):
+            return str(exam["standin"])
+    return None
+
+
+def identity_label(identity: Any) -> str | None:
+    """A readable name of a backend identity from results.json config.models (the judge of a run)."""
+    if not isinstance(identity, Mapping):
+        return None
+    if identity.get("spec"):
+        return str(identity["spec"])
+    name = next((identity[k] for k in ("model", "name", "path", "file") if identity.get(k)), None)
+    backend = identity.get("backend")
+    return f"{backend}:{name}" if backend and name else str(backend or name or "") or None
+
+
+def _rate(name: str, hits: int, n: int, meaning: str) -> Rate:
+    est = proportion_ci(hits, n)
+    return Rate(name, None if n == 0 else est.value, _ci(est.ci95) if n else None, hits, n, meaning)
+
+
+def fintradebench_health(runs: Sequence[RunData], judge: str | None) -> JudgeHealth:
+    """The rubric judge of FinTradeBench: how many verdicts are exactly the rubric's own example (results.json
+    extra.judge_example_scores), pooled over the row's runs, and the task's own warning when most are."""
+    from ..benchmarks.fintradebench.judge import rubric_copy_note
+
+    copies = of = unparseable = 0
+    for r in runs:
+        extra = r.results.get("extra") or {}
+        echoed = extra.get("judge_example_scores") or {}
+        copies += int(echoed.get("verdicts") or 0)
+        of += int(echoed.get("of") or 0)
+        unparseable += len(extra.get("unparseable") or ())
+    rates = [_rate("rubric-example copy", copies, of, "verdicts that are exactly the rubric's example scores "
+                   "(a judge copying it instead of grading); healthy: near 0")]
+    notes = [note] if (note := rubric_copy_note(copies, of)) else []
+    if unparseable:
+        notes.append(f"{unparseable} answer(s) got no usable verdict in 3 attempts and are not scored")
+    return JudgeHealth(judge or _run_judge(runs), tuple(rates), tuple(notes))
+
+
+def _run_judge(runs: Sequence[RunData]) -> str | None:
+    return next((label for r in runs
+                 if (label := identity_label(((r.results.get("config") or {}).get("models") or {}).get("judge")))),
+                None)
+
+
+UCFE_RATE_MEANINGS: Mapping[str, str] = {
+    "tie": "decided comparisons judged a tie (both orders disagreeing counts as one); all ties: the judge tells "
+           "nothing apart",
+    "first-position win": "replies that chose a side and chose the dialogue shown first; healthy: near 50%",
+    "flip": "items judged in both orders whose two verdicts differ; healthy: near 0",
+    "no verdict": "judge replies without a usable [[1]]/[[2]]/[[3]] (not counted as ties)",
+}
+
+
+def ucfe_health(suite_dir: Path, summaries: Sequence[str], matches: Sequence[Any], judge: str | None) -> JudgeHealth:
+    """The UCFE pairwise judge: tie, first-position win, flip and no-verdict rates pooled over the judge summaries
+    (`finharness ucfe judge` writes MATCHES.summary.json); without summaries, from the matches themselves
+    (report.pairwise.judge_behaviour: the first-position rate only from matches judged in one order)."""
+    sums = {"tie": [0, 0], "first-position win": [0, 0], "flip": [0, 0], "no verdict": [0, 0]}
+    labels: dict[str, int] = {}
+    read = 0
+    for name in summaries:
+        path = suite_dir / name
+        if not path.is_file():
+            continue
+        s = read_json(path)
+        if not isinstance(s, dict):
+            raise DataError("expected a JSON object (a `finharness ucfe judge` summary)", path=path)
+        read += 1
+        winners = s.get("winners") or {}
+        sums["tie"][0] += int(winners.get("tie") or 0)
+        sums["tie"][1] += int(s.get("comparisons") or 0)
+        first, second = int(s.get("first_position_wins") or 0), int(s.get("second_position_wins") or 0)
+        sums["first-position win"][0] += first
+        sums["first-position win"][1] += first + second
+        sums["flip"][0] += int(s.get("flips") or 0)
+        sums["flip"][1] += int(s.get("pairs_both_decided") or 0)
+        sums["no verdict"][0] += int(s.get("no_verdict") or 0)
+        sums["no verdict"][1] += int(s.get("judgments") or 0)
+        for label, count in (s.get("verdict_labels") or {}).items():
+            labels[label] = labels.get(label, 0) + int(count)
+        judge = judge or s.get("judge")
+    notes: list[str] = []
+    if read:
+        rates = tuple(_rate(name, hits, n, UCFE_RATE_MEANINGS[name]) for name, (hits, n) in sums.items() if n)
+    else:
+        from ..report.pairwise import judge_behaviour
+
+        behaviour = [b for b in judge_behaviour(matches) if judge is None or b.judge == judge]
+        rates = tuple(Rate(name, None if e.n == 0 else e.value, _ci(e.ci95) if e.n else None,
+                           round(e.value * e.n) if e.n else 0, e.n, UCFE_RATE_MEANINGS[name])
+                      for b in behaviour[:1]
+                      for name, e in (("tie", b.tie), ("first-position win", b.first_position_win), ("flip", b.flip))
+                      if e.n)
+        notes.append("no judge summaries: rates from the matches (first-position win only where one order was "
+                     "judged)")
+    if len(labels) == 1 and sum(labels.values()) >= 10:
+        (label, count), = labels.items()
+        notes.append(f"the judge answered {label} in all {count} replies with a verdict: it does not tell the "
+                     "dialogues apart, so the ratings carry no information; use a stronger judge")
+    tie = next((r for r in rates if r.name == "tie"), None)
+    if tie is not None and tie.n and tie.hits == tie.n:
+        notes.append(f"all {tie.n} comparisons are ties: the ratings rank nothing")
+    return JudgeHealth(judge, rates, tuple(notes))
+
+
+# --- ranks and differences -------------------------------------------------------------------------------------
+
+def rank_groups(standings: Sequence[Standing]) -> str:
+    """'a > b = c': models by rank, '=' within a rank group ('tied' when every ranked model shares one)."""
+    ranked = [s for s in standings if s.rank is not None]
+    if len(ranked) < 2:
+        return ""
+    if len({s.rank for s in ranked}) == 1:
+        return "tied"
+    groups: dict[int, list[str]] = {}
+    for s in ranked:
+        groups.setdefault(s.rank, []).append(s.entry.label)  # type: ignore[arg-type]
+    return " > ".join(" = ".join(names) for _, names in sorted(groups.items()))
+
+
+def difference_of(row: str, c: Comparison, per_sample: Mapping[str, Mapping[str, float] | None]) -> Difference:
+    """The leaderboard's comparison as a Difference, with the paired test's small-n warning where it is paired."""
+    warning = None
+    if c.basis != "ci-overlap" and per_sample.get(c.ahead) and per_sample.get(c.behind):
+        warning = getattr(paired_test(per_sample[c.behind], per_sample[c.ahead]), "warning", None)  # type: ignore[arg-type]
+    elif c.basis == "ci-overlap":
+        warning = "not paired (the runs share under 90% of their items): separable only when the 95% CIs do not overlap"
+    return Difference(row, c.ahead, c.behind, c.diff, c.diff_ci95, c.p_value, c.basis, c.n_shared, c.separable,
+                      warning)
+
+
+def rank_row(row: Row, cells: Sequence[Cell], per_sample: Mapping[str, Mapping[str, float] | None]
+             ) -> tuple[list[Cell], str, list[Difference]]:
+    """Cells with their ranks, the row's ranking text and its pairwise differences (leaderboard rules)."""
+    if row.direction == "info":
+        return list(cells), "", []
+    entries = [Entry(c.model, c.value, c.ci95, c.n, per_sample.get(c.model) or None) for c in cells
+               if c.value is not None]
+    standings, comparisons = rank_entries(entries, lower_is_better=row.direction == "lower")
+    labels = dict(zip((s.entry.label for s in standings), rank_labels(standings))) if len(entries) > 1 else {}
+    ranked = [replace(c, rank=labels.get(c.model)) for c in cells]
+    return ranked, rank_groups(standings), [difference_of(row.id, c, per_sample) for c in comparisons]
+
+
+# --- composites ------------------------------------------------------------------------------------------------
+
+def headline_estimate(run: RunData, cell: Cell) -> Estimate:
+    """The cell's value as an Estimate with a sampling variance, so that means over tasks can be combined:
+    stats.mean_ci of the per-sample scores where their mean is the headline (every BizBench task); otherwise the
+    variance a normal interval of the cell's CI implies."""
+    values = list(run.per_sample(run.headline).values())
+    if values and cell.value is not None and abs(sum(values) / len(values) - cell.value) < 1e-9:
+        return mean_ci(values)
+    low, high = cell.ci95 or (cell.value, cell.value)
+    return Estimate(cell.value, (low, high), cell.n or 0, ((high - low) / (2 * 1.959963984540054)) ** 2)  # type: ignore[arg-type]
+
+
+def mean_composite(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],
+                   runs: Mapping[tuple[str, str], RunData], models: Sequence[str]
+                   ) -> tuple[Row, list[Cell], list[Difference]]:
+    """The mean of a benchmark's task headlines per model (BizBench), with its interval and pairwise differences
+    (per task, the paired differences of the items both models scored; combined over tasks like the values)."""
+    row = Row(f"{benchmark.lower()}_mean", benchmark, f"{benchmark} mean of {len(rows)} tasks", "composite",
+              "mean_of_tasks", "higher", True, about=BIZBENCH_NOTE)
+    out: list[Cell] = []
+    weight = 1.0 / len(rows)
+    for model in models:
+        parts = [cells[(r.id, model)] for r in rows]
+        have = [p for p in parts if p.value is not None and (p.row, model) in runs]
+        if len(have) < len(rows):
+            missing = ", ".join(r.label for r, p in zip(rows, parts) if p not in have)
+            out.append(Cell(row.id, model, None, None, None, "missing",
+                            f"{len(have)} of {len(rows)} tasks have a value (missing: {missing})"))
+            continue
+        est = weighted_mean_ci([(weight, headline_estimate(runs[(p.row, model)], p)) for p in parts])
+        incomplete = [p for p in parts if p.status != "complete"]
+        out.append(Cell(row.id, model, est.value, _ci(est.ci95), est.n, "incomplete" if incomplete else "complete",
+                        f"incomplete tasks: {', '.join(p.row for p in incomplete)}" if incomplete else None,
+                        None, getattr(est, "method", None) or None, getattr(est, "warning", None)))
+    valued = [c for c in out if c.value is not None]
+    ranked = {c.model: c for c in valued}
+    differences = []
+    order = sorted(valued, key=lambda c: -c.value)  # type: ignore[operator]
+    for i, ahead in enumerate(order):
+        for behind in order[i + 1:]:
+            differences.append(_paired_mean_difference(row.id, rows, runs, ahead.model, behind.model, weight))
+    standings = _standings(models, ranked, differences)
+    labels = dict(zip((s.entry.label for s in standings), rank_labels(standings))) if len(valued) > 1 else {}
+    out = [replace(c, rank=labels.get(c.model)) for c in out]
+    return replace(row, ranking=rank_groups(standings)), out, differences
+
+
+def _paired_mean_difference(row: str, rows: Sequence[Row], runs: Mapping[tuple[str, str], RunData], ahead: str,
+                            behind: str, weight: float) -> Difference:
+    parts, shared = [], 0
+    for r in rows:
+        a, b = runs[(r.id, ahead)].per_sample(), runs[(r.id, behind)].per_sample()
+        ids = sorted(set(a) & set(b))
+        shared += len(ids)
+        if len(ids) >= 2:
+            parts.append((weight, mean_ci([a[i] - b[i] for i in ids])))
+    if len(parts) < len(rows):
+        return Difference(row, ahead, behind, None, None, None, "weighted-paired", shared, False,
+                          "a task has fewer than 2 items both models scored: no paired difference")
+    est = weighted_mean_ci(parts)
+    ci = _ci(est.ci95)
+    separable = ci is not None and ci[0] > 0
+    return Difference(row, ahead, behind, est.value, ci, None, "weighted-paired", shared, separable,
+                      getattr(est, "warning", None))
+
+
+def _standings(models: Sequence[str], valued: Mapping[str, Cell], differences: Sequence[Difference]
+               ) -> list[Standing]:
+    """Standings from pairwise verdicts (rank = 1 + models separable from and above it), best first."""
+    beaten = {m: sum(1 for d in differences if d.behind == m and d.separable) for m in valued}
+    tied = {m: tuple(d.ahead if d.behind == m else d.behind for d in differences
+                     if not d.separable and m in (d.ahead, d.behind)) for m in valued}
+    order = sorted(valued, key=lambda m: (beaten[m], models.index(m)))
+    return [Standing(Entry(m, valued[m].value, valued[m].ci95, valued[m].n), 1 + beaten[m], tied[m]) for m in order]
+
+
+def rag_delta_composite(benchmark: str, norag: Row, rag: Row, runs: Mapping[tuple[str, str], RunData],
+                        models: Sequence[str]) -> tuple[Row, list[Cell]]:
+    """Per model, accuracy(RAG) − accuracy(No-RAG) on the questions both rows scored (stats.paired_test)."""
+    row = Row(f"{benchmark.lower()}_rag_delta", benchmark, f"{benchmark} RAG Δ (RAG − No-RAG)",
+              "composite", "rag_delta", "info", True, about=RAG_DELTA_NOTE)
+    cells = []
+    for model in models:
+        a, b = runs.get((norag.id, model)), runs.get((rag.id, model))
+        if a is None or b is None:
+            cells.append(Cell(row.id, model, None, None, None, "missing", "needs both the No-RAG and the RAG run"))
+            continue
+        result = paired_test(a.per_sample(), b.per_sample())
+        if result.n < 2:
+            cells.append(Cell(row.id, model, None, None, result.n, "missing",
+                              f"{result.n} question(s) scored in both runs: a paired difference needs 2"))
+            continue
+        complete = a.results.get("status") == b.results.get("status") == "complete"
+        cells.append(Cell(row.id, model, result.diff, _ci(result.ci95), result.n,
+                          "complete" if complete else "incomplete", None if complete else "a run is incomplete",
+                          None, result.test, getattr(result, "warning", None)))
+    return row, cells
+
+
+# --- UCFE ------------------------------------------------------------------------------------------------------
+
+def ucfe_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Sequence[str],
+                 runs: Mapping[tuple[str, str], RunData]) -> tuple[Ratings, list[Cell], list[Difference], list[Any]]:
+    """The Bradley–Terry table of the suite's UCFE matches, the row's cells (one per model: its rating), the
+    differences between the suite's models and the matches themselves."""
+    from ..rating import RatingOptions, rate_table, read_matches
+
+    name = str(spec.get("matches") or "")
+    path = suite_dir / name
+    if not path.is_file():
+        raise DataError("the UCFE matches named in suite.json are not there", path=path,
+                        hint="rerun `finharness suite` to judge the dialogues again")
+    matches = read_matches(path)
+    table = rate_table(matches, RatingOptions(method="bt", bootstrap=RATING_BOOTSTRAP, seed=0)) if matches else None
+    reference = spec.get("reference")
+    player_of = {}  # model spec -> its player name in the matches
+    played = set(table.ratings) if table else set()
+    for model in models:
+        run = runs.get((row.id, model))
+        names = [model] + ([run.model] if run is not None else [])
+        player_of[model] = next((n for n in names if n in played), None)
+    model_of = {p: m for m, p in player_of.items() if p is not None}
+    players = tuple(Player(p, model_of.get(p), r.rating, r.ci95, r.wins, r.ties, r.losses, p == reference)
+                    for p, r in (table.ratings.items() if table else ()))
+    def direct(a: str, b: str) -> int:
+        return sum(1 for m in matches if {m.model_a, m.model_b} == {a, b})
+
+    gaps = tuple(Difference(row.id, g.higher, g.lower, g.gap, g.ci95, None, getattr(g, "method", "bootstrap"),
+                            direct(g.higher, g.lower), g.ci95 is not None and not (g.ci95[0] <= 0.0 <= g.ci95[1]),
+                            getattr(g, "warning", None))
+                 for g in (table.gaps if table else ()))
+    ratings = Ratings(row.id, name, table.n_matches if table else 0, table.bootstrap_rounds if table else 0, players,
+                      gaps, reference)
+    cells = []
+    for model in models:
+        player = player_of[model]
+        run = runs.get((row.id, model))
+        if player is None:
+            cells.append(Cell(row.id, model, None, None, None, "missing", "no UCFE matches for this model",
+                              None if run is None else str(run.path.relative_to(suite_dir))))
+            continue
+        r = table.ratings[player]  # type: ignore[union-attr]
+        why = incomplete_why(run) if run is not None else None
+        cells.append(Cell(row.id, model, r.rating, r.ci95, r.matches, "incomplete" if why else "complete", why,
+                          None if run is None else str(run.path.relative_to(suite_dir)), "bt-bootstrap"))
+    return ratings, cells, model_gaps(row.id, players, gaps), matches
+
+
+def model_gaps(row: str, players: Sequence[Player], gaps: Sequence[Difference]) -> list[Difference]:
+    """Every pair of the suite's models in the rating table: the table's own gap where they are neighbours; else
+    the difference of their ratings, separable when every neighbour gap between them is (an intersection-union
+    test, level 0.05), without an interval of its own."""
+    order = [p.name for p in players]
+    out = []
+    for i, high in enumerate(players):
+        for j in range(i + 1, len(players)):
+            low = players[j]
+            if high.model is None or low.model is None:
+                continue
+            chain = gaps[i:j]
+            if j == i + 1:
+                g = chain[0]
+                out.append(Difference(row, high.model, low.model, g.diff, g.ci95, None, g.test, g.n, g.separable,
+                                      g.warning))
+                continue
+            between = ", ".join(order[i + 1:j])
+            out.append(Difference(row, high.model, low.model, high.rating - low.rating, None, None, "gap-chain", None,
+                                  all(g.separable for g in chain),
+                                  f"not neighbours in the rating table ({between} between): separable only when "
+                                  "every gap between them is"))
+    return out
+
+
+# --- building --------------------------------------------------------------------------------------------------
+
+def _load(folder: Path) -> RunData | None:
+    return load_run(folder) if (folder / "results.json").is_file() else None
+
+
+def task_row(row_id: str, benchmark: str, label: str, task: str, runs: Sequence[RunData], **extra: Any) -> Row:
+    """A task row: its metric (the runs' headline), direction and percent from the first run with one."""
+    first = next((r for r in runs if r.headline), None)
+    metric = first.headline if first else None
+    direction = first.direction(metric) if first and metric else "info"
+    percent = all(is_percent_metric(metric or "", r.metric(metric or "")) for r in runs) if metric else True
+    standin = extra.pop("standin", None) or standin_of(runs)
+    if standin and "stand-in" not in label:
+        label = f"{label} (stand-in: {standin})"
+    about = CFINBENCH_NOTE if task == "cfinbench" and metric == "strict.score" else ""
+    return Row(row_id, benchmark, label, "task", metric, direction, percent, task, standin=standin, about=about,
+               **extra)
+
+
+def build_scorecard(suite_dir: str | Path) -> Scorecard:
+    """The scorecard of a suite folder (module docstring). Bad or missing files raise DataError naming them."""
+    suite_dir = Path(suite_dir)
+    suite = read_suite(suite_dir)
+    models = tuple(str(m) for m in suite["models"])
+    errors = suite.get("errors") or {}
+    ucfe = suite.get("ucfe") if isinstance(suite.get("ucfe"), dict) else None
+    rows: list[Row] = []
+    cells: dict[tuple[str, str], Cell] = {}
+    runs: dict[tuple[str, str], RunData] = {}
+    per_row_runs: dict[str, list[RunData]] = {}
+    for spec in suite["rows"]:
+        row_id = spec["id"]
+        found = []
+        for model in models:
+            folder = (spec.get("runs") or {}).get(model)
+            run = _load(suite_dir / folder) if folder else None
+            if run is not None:
+                runs[(row_id, model)] = run
+                found.append(run)
+        per_row_runs[row_id] = found
+    run_labels = suite_run_labels(suite["rows"], per_row_runs)
+    for spec in suite["rows"]:
+        row_id, task = spec["id"], spec["task"]
+        found = per_row_runs[row_id]
+        row = task_row(row_id, str(spec.get("benchmark") or benchmark_of(task)), str(spec.get("label") or row_id),
+                       task, found, run_label=run_labels[row_id], options=spec.get("options") or {},
+                       standin=spec.get("standin"), judged=bool(spec.get("judged")), paper=spec.get("paper"))
+        if ucfe and ucfe.get("row") == row_id:
+            row = replace(row, kind="rating", metric="bt_rating", direction="higher", percent=False, judged=True,
+                          about=UCFE_NOTE)
+        for model in models:
+            run = runs.get((row_id, model))
+            folder = (spec.get("runs") or {}).get(model)
+            if run is None:
+                why = (errors.get(model) or {}).get(row_id) or (
+                    f"{folder} has no results.json: the run did not finish (suite status "
+                    f"{suite.get('status', '?')})" if folder else "the suite has no run of this row for this model")
+                cells[(row_id, model)] = Cell(row_id, model, None, None, None, "missing", str(why), folder)
+            else:
+                cells[(row_id, model)] = run_cell(row_id, model, run, row.metric if row.kind == "task" else None,
+                                                  folder)
+        rows.append(row)
+    return _assemble(f"{suite.get('suite', suite_dir.name)} ({len(models)} model{'s' * (len(models) != 1)})",
+                     str(suite_dir), models, rows, cells, runs, suite_dir=suite_dir, ucfe=ucfe,
+                     judge=suite.get("judge"), suite=suite)
+
+
+def option_default(task: str, key: str) -> str | None:
+    """The default of a built-in task's option (its Options declaration), as text; None when unknown."""
+    from ..benchmarks.registry import TASKS, task_class
+
+    options = task_class(task).Options if task in TASKS else None
+    field_ = next((f for f in fields(options) if f.name == key), None) if options is not None else None
+    if field_ is None or field_.default is MISSING:
+        return None
+    return str(field_.default)
+
+
+def differing_options(runs: Sequence[RunData]) -> dict[Path, str]:
+    """Per run of one task, 'k=v, ...' of the options that differ between `runs` (report.runs.config_differences),
+    an option a run's key leaves out at its default shown with the default the task declares."""
+    def text(run: RunData, key: str) -> str:
+        value = flat_options(run.task_config).get(key)
+        if value is None:
+            return option_default(run.task, key) or "—"
+        return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+    by_path = {r.path: r for r in runs}
+    return {path: ", ".join(f"{k}={text(by_path[path], k)}" for k, _ in options)
+            for path, options in config_differences(runs).items()}
+
+
+def suite_run_labels(rows: Sequence[Mapping[str, Any]], runs: Mapping[str, Sequence[RunData]]) -> dict[str, str]:
+    """Per suite row, what tells it from the other rows of the same task: the task options that differ between
+    them, as the runs recorded them (defaults included: `method=gen` beside `method=ll`), or as suite.json states
+    them where a row has no run; the row id when nothing differs; '' for a task with one row."""
+    out: dict[str, str] = {}
+    for task in dict.fromkeys(str(r["task"]) for r in rows):
+        same = [r for r in rows if r["task"] == task]
+        if len(same) < 2:
+            out.update({str(r["id"]): "" for r in same})
+            continue
+        if all(runs.get(r["id"]) for r in same):
+            firsts = [runs[r["id"]][0] for r in same]
+            differing = differing_options(firsts)
+            labels = [differing[run.path] for run in firsts]
+        else:
+            keys = sorted({k for r in same for k in (r.get("options") or {})})
+            varying = [k for k in keys if len({repr((r.get("options") or {}).get(k)) for r in same}) > 1]
+            labels = [", ".join(f"{k}={(r.get('options') or {}).get(k, '—')}" for k in varying) for r in same]
+        out.update({str(r["id"]): label or str(r["id"]) for r, label in zip(same, labels)})
+    return out
+
+
+def scorecard_from_runs(run_dirs: Sequence[str | Path]) -> Scorecard:
+    """The models × tasks view of run folders: a row per task and set of differing options (or per folder where a
+    model has two runs of the same row), a column per model spec."""
+    loaded = [load_run(d) for d in run_dirs]
+    models = tuple(dict.fromkeys(r.model for r in loaded))
+    rows: list[Row] = []
+    cells: dict[tuple[str, str], Cell] = {}
+    runs: dict[tuple[str, str], RunData] = {}
+    for task, task_runs in by_task(loaded).items():
+        differing = differing_options(task_runs)
+        groups: dict[str, list[RunData]] = {}
+        for r in task_runs:
+            groups.setdefault(differing[r.path], []).append(r)
+        for label, group in groups.items():
+            repeated = len({r.model for r in group}) < len(group)
+            for sub in ([[r] for r in group] if repeated else [group]):
+                run_label = ", ".join(x for x in (label, sub[0].name if repeated else "") if x)
+                row_id = task + (f" · {run_label}" if run_label else "")
+                row = task_row(row_id, benchmark_of(task), task, task, sub, run_label=run_label,
+                               judged="judge" in ((sub[0].results.get("config") or {}).get("models") or {}))
+                rows.append(row)
+                for r in sub:
+                    runs[(row_id, r.model)] = r
+                    cells[(row_id, r.model)] = run_cell(row_id, r.model, r, row.metric, str(r.path))
+                for model in models:
+                    cells.setdefault((row_id, model), Cell(row_id, model, None, None, None, "missing",
+                                                           "no run of this row among the folders given"))
+    return _assemble("runs", ", ".join(str(d) for d in run_dirs), models, rows, cells, runs)
+
+
+def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], cells: dict[tuple[str, str], Cell],
+              runs: dict[tuple[str, str], RunData], *, suite_dir: Path | None = None,
+              ucfe: Mapping[str, Any] | None = None, judge: str | None = None,
+              suite: Mapping[str, Any] | None = None) -> Scorecard:
+    """Judge health, composites, ranks and differences, usage: what both entry points share."""
+    out_rows: list[Row] = []
+    out_cells: list[Cell] = []
+    differences: list[Difference] = []
+    ratings = None
+    by_benchmark: dict[str, list[Row]] = {}
+    for row in rows:
+        by_benchmark.setdefault(row.benchmark, []).append(row)
+    last_of = {rs[-1].id: b for b, rs in by_benchmark.items()}
+    for row in rows:
+        row_cells = [cells[(row.id, m)] for m in models]
+        row_runs = [runs[(row.id, m)] for m in models if (row.id, m) in runs]
+        if row.kind == "rating" and suite_dir is not None and ucfe is not None:
+            ratings, row_cells, diffs, matches = ucfe_ratings(suite_dir, row, ucfe, models, runs)
+            health = ucfe_health(suite_dir, [str(s) for s in ucfe.get("summaries") or ()], matches,
+                                 ucfe.get("judge") or judge)
+            standings = _standings(models, {c.model: c for c in row_cells if c.value is not None}, diffs)
+            labels = dict(zip((s.entry.label for s in standings), rank_labels(standings))) if len(standings) > 1 else {}
+            row_cells = [replace(c, rank=labels.get(c.model)) for c in row_cells]
+            row = replace(row, judge=health, ranking=rank_groups(standings))
+        else:
+            if row.task == "fintradebench" and (row.judged or row_runs):
+                row = replace(row, judged=True, judge=fintradebench_health(row_runs, judge))
+            elif row.judged:
+                row = replace(row, judge=JudgeHealth(judge or _run_judge(row_runs), ()))
+            per_sample = {m: runs[(row.id, m)].per_sample(row.metric) for m in models if (row.id, m) in runs}
+            row_cells, ranking, diffs = rank_row(row, row_cells, per_sample)
+            row = replace(row, ranking=ranking)
+        out_rows.append(row)
+        out_cells += row_cells
+        differences += diffs
+        if row.id in last_of:
+            extra_rows, extra_cells, extra_diffs = composites(last_of[row.id], by_benchmark[last_of[row.id]],
+                                                              cells, runs, models)
+            out_rows += extra_rows
+            out_cells += extra_cells
+            differences += extra_diffs
+    notes = [f"{r.label}: a stand-in ran instead of the official data" for r in out_rows if r.standin]
+    for model, errs in ((suite or {}).get("errors") or {}).items():
+        for row_id, why in (errs or {}).items():
+            notes.append(f"{model} · {row_id}: did not run ({why})")
+    return Scorecard(title, source, tuple(models), tuple(out_rows), tuple(out_cells), tuple(differences), ratings,
+                     usage_of(models, runs, suite), (suite or {}).get("suite"), (suite or {}).get("description"),
+                     {k: (suite or {}).get(k) for k in ("judge", "user") if suite}, (suite or {}).get("status"),
+                     tuple(notes))
+
+
+def composites(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],
+               runs: Mapping[tuple[str, str], RunData], models: Sequence[str]
+               ) -> tuple[list[Row], list[Cell], list[Difference]]:
+    """The composite rows a benchmark defines (module docstring), placed after its last row."""
+    tasks = [r for r in rows if r.kind == "task"]
+    if benchmark == "BizBench" and len(tasks) >= 2:
+        row, row_cells, diffs = mean_composite(benchmark, tasks, cells, runs, models)
+        return [row], row_cells, diffs
+    if benchmark == "FinTradeBench":
+        def mode(r: Row) -> str | None:
+            run = next((runs[(r.id, m)] for m in models if (r.id, m) in runs), None)
+            return str(run.task_config.get("mode")) if run is not None else (r.options or {}).get("mode")
+
+        norag = next((r for r in tasks if mode(r) == "norag"), None)
+        rag = next((r for r in tasks if mode(r) == "rag"), None)
+        if norag is not None and rag is not None:
+            row, row_cells = rag_delta_composite(benchmark, norag, rag, runs, models)
+            return [row], row_cells, []
+    return [], [], []
+
+
+USAGE_KEYS: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "tokens_evaluated",
+                               "wall_s", "cost_usd", "invocations")
+
+
+def _usage(model: str, figures: Mapping[str, Any]) -> Usage:
+    return Usage(model, **{k: figures.get(k) for k in USAGE_KEYS})
+
+
+def usage_of(models: Sequence[str], runs: Mapping[tuple[str, str], RunData],
+             suite: Mapping[str, Any] | None) -> tuple[Usage, ...]:
+    """suite.json's cumulative figures per model and for the whole suite; for run folders, each model's runs
+    summed (results.json `cumulative` where written: every invocation; else this invocation's counts)."""
+    if suite is not None:
+        by_model = suite.get("by_model") or {}
+        out = [_usage(m, by_model[m]) for m in models if isinstance(by_model.get(m), Mapping)]
+        if isinstance(suite.get("cumulative"), Mapping):
+            out.append(_usage("all", suite["cumulative"]))
+        return tuple(out)
+    out = []
+    for model in models:
+        total: dict[str, Any] = {}
+        for (_, m), run in runs.items():
+            if m != model:
+                continue
+            figures = dict(run.results.get("cumulative") or {})
+            if not figures:
+                figures = {**run.counts, "wall_s": (run.results.get("timing") or {}).get("wall_s"), "invocations": 1}
+            for key in USAGE_KEYS:
+                if isinstance(figures.get(key), (int, float)):
+                    total[key] = total.get(key, 0) + figures[key]
+        out.append(_usage(model, total))
+    return tuple(out)
