@@ -517,12 +517,32 @@ def report(
     matches: list[Path] = typer.Option([], "--matches", help="UCFE matches JSONL (repeatable)."),
     ratings: list[Path] = typer.Option([], "--ratings", help="`finharness rate --json` output (repeatable)."),
     transcripts: int = typer.Option(2000, "--transcripts", help="Samples per run in the transcript browser (0 = all)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the leaderboard rows as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the models × tasks view (and every metric) as JSON."),
 ) -> None:
-    """A leaderboard of runs: a terminal table, or with --html one self-contained HTML report."""
-    from rich.console import Console
-    from rich.table import Table
+    """Runs as a models × tasks table (a suite folder: its scorecard), or with --html one self-contained HTML
+    report."""
+    from .data.errors import DataError
+    from .suite.scorecard import build_scorecard, is_suite_dir, scorecard_from_runs
+    from .suite.scorecard_views import print_scorecard, render_html, render_json
 
+    suites = [d for d in run_dirs or [] if is_suite_dir(d)]
+    if suites:
+        if len(run_dirs or []) > 1:
+            fail(f"{suites[0]} is a suite folder: report it alone (its scorecard), or give run folders")
+        try:
+            card = build_scorecard(suites[0])
+        except ValueError as err:  # DataError / MatchFileError name the file and line
+            fail(str(err))
+        if html is not None:
+            from .data.io import atomic_write_text
+
+            atomic_write_text(html, render_html(card))
+            typer.echo(f"scorecard: {html}")
+        elif as_json:
+            typer.echo(render_json(card), nl=False)
+        else:
+            print_scorecard(card)
+        return
     if html is not None:
         from .report import write_html_report
 
@@ -546,17 +566,14 @@ def report(
         for name, m in res["metrics"].items():
             rows.append({"run": str(d), "task": res["task"], "model": res.get("model"), "metric": name, **m,
                          "status": res.get("status")})
+    try:
+        view = scorecard_from_runs(run_dirs)
+    except DataError as err:
+        fail(str(err))
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        typer.echo(json.dumps({"view": view.to_json(), "metrics": rows}, ensure_ascii=False, indent=2))
         return
-    table = Table(title="finharness report")
-    for col in ("task", "model", "metric", "value", "95% CI", "n", "status"):
-        table.add_column(col)
-    for r in rows:
-        value = "—" if r["value"] is None else f"{r['value']:.4f}"
-        ci = "—" if not r["ci95"] else f"[{r['ci95'][0]:.4f}, {r['ci95'][1]:.4f}]"
-        table.add_row(r["task"], str(r["model"]), r["metric"], value, ci, str(r["n"]), str(r["status"]))
-    Console().print(table)
+    print_scorecard(view)
 
 
 @app.command()
