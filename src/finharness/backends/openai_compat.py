@@ -48,9 +48,6 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 OMITTABLE = {"temperature": 1.0, "top_p": 1.0}
 """Sampling parameters a reasoning model may refuse, and the API's default, which the model then uses."""
 
-TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
-"""The names the token limit goes by: reasoning models take only the second."""
-
 SPEC_OPTIONS = ("reasoning_effort", "max_completion_tokens", "omit", "thinking_budget")
 """The options of an `openai:` spec beyond key_env, concurrency and timeout."""
 
@@ -64,7 +61,8 @@ class RequestForm:
     backend's life, shared by every call)."""
 
     token_limit: str = "max_tokens"
-    """The name the token limit is sent under (TOKEN_LIMITS)."""
+    """The name the token limit is sent under: 'max_tokens', or 'max_completion_tokens', the only one reasoning
+    models take (it counts their reasoning tokens too)."""
 
     omitted: dict[str, str] = field(default_factory=dict)
     """Parameters left out -> why (the spec, or the server's refusal)."""
