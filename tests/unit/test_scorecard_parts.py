@@ -107,3 +107,27 @@ def test_a_bad_suite_folder_is_an_error_naming_the_file(tmp_path: Path):
                                          encoding="utf-8")
     card = build_scorecard(tmp_path)
     assert card.cell("x", "m").status == "missing" and "no run of this row" in card.cell("x", "m").why
+
+
+def test_a_suite_whose_ucfe_judging_did_not_run_says_so_in_the_cells(tmp_path: Path):
+    suite = {"models": ["m"], "rows": [{"id": "ucfe", "task": "ucfe", "runs": {}}], "status": "interrupted",
+             "ucfe": {"row": "ucfe", "matches": "ucfe/matches.jsonl", "reference": "gpt-4o (released)",
+                      "summaries": []}}
+    (tmp_path / "suite.json").write_text(json.dumps(suite), encoding="utf-8")
+    card = build_scorecard(tmp_path)
+    cell = card.cell("ucfe", "m")
+    assert cell.status == "missing" and "ucfe/matches.jsonl absent" in cell.why
+    assert card.ratings is not None and card.ratings.players == ()
+
+
+def test_two_runs_of_one_task_and_model_with_the_same_options_are_told_apart_by_folder(tmp_path: Path):
+    store = RunStore(tmp_path / "store.sqlite")
+    try:
+        for folder in ("first", "again"):
+            asyncio.run(run_task(make_task(task_class("demo"), {}), {"model": FakeBackend(reply="Answer: B")}, store,
+                                 RunOptions(), out_dir=tmp_path / folder))
+    finally:
+        store.close()
+    view = scorecard_from_runs([tmp_path / "first", tmp_path / "again"])
+    assert [(r.id, r.run_label) for r in view.rows] == [("demo · first", "first"), ("demo · again", "again")]
+    assert view.models == ("fake",) and view.cell("demo · again", "fake").value == view.cell("demo · first", "fake").value

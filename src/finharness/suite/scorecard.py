@@ -678,10 +678,8 @@ def ucfe_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Seq
 
     name = str(spec.get("matches") or "")
     path = suite_dir / name
-    if not path.is_file():
-        raise DataError("the UCFE matches named in suite.json are not there", path=path,
-                        hint="rerun `finharness suite` to judge the dialogues again")
-    matches = read_matches(path)
+    absent = None if name and path.is_file() else f"no UCFE matches ({name or 'none named'} absent: the judging did not run)"
+    matches = read_matches(path) if absent is None else []
     table = rate_table(matches, RatingOptions(method="bt", bootstrap=RATING_BOOTSTRAP, seed=0)) if matches else None
     reference = spec.get("reference")
     player_of = {}  # model spec -> its player name in the matches
@@ -707,7 +705,7 @@ def ucfe_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Seq
         player = player_of[model]
         run = runs.get((row.id, model))
         if player is None:
-            cells.append(Cell(row.id, model, None, None, None, "missing", "no UCFE matches for this model",
+            cells.append(Cell(row.id, model, None, None, None, "missing", absent or "no UCFE matches for this model",
                               None if run is None else str(run.path.relative_to(suite_dir))))
             continue
         r = table.ratings[player]  # type: ignore[union-attr]
