@@ -39,12 +39,12 @@ KEY_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|SECRET_KEY|SECRET_ACCESS
 URL_USERINFO = re.compile(r"(://)[^\s/?#@\"'<>\\]+@")
 """The `user:password@` of a URL (kept: the scheme and host)."""
 
-SECRET_PARAMETER = re.compile(r"([?&;](?:api_?key|access_token|token|password|secret|key)=)[^&\s\"'<>\\#]+", re.I)
+SECRET_PARAMETER = re.compile(r"([?&;](?:api_?key|access_token|token|password|secret|key)=)[^&;\s\"'<>\\#]+", re.I)
 """A credential passed as a URL parameter (`?api_key=...`); its name is kept, its value replaced."""
 
 _PARAMETER_ENDINGS = ("key=", "token=", "password=", "secret=")
-"""What every SECRET_PARAMETER name ends with: found in the lowered text first, the (slower, case-blind)
-pattern runs only where one is."""
+"""What every SECRET_PARAMETER name ends with: looked for in the lowered text first (faster than the case-blind
+pattern, which then runs only on text that has one)."""
 
 _noted: dict[str, str] = {}
 """Secrets read by the harness itself (a key from `?key_env=NAME`) -> the label shown in their place."""
@@ -74,13 +74,12 @@ def _refresh(force: bool = False) -> None:
     for name, value in os.environ.items():
         if len(value) >= MIN_SECRET_LENGTH and KEY_NAME.search(name):
             found.setdefault(value, f"[redacted ${name}]")
-    pairs = []
+    pairs = set()
     for value, label in found.items():
-        pairs.append((value, label))
-        escaped = json.dumps(value)[1:-1]  # as it stands inside JSON text
-        if escaped != value:
-            pairs.append((escaped, label))
-    _secrets = sorted(pairs, key=lambda pair: -len(pair[0]))
+        pairs.add((value, label))
+        for ascii_only in (True, False):  # as it stands inside JSON text, \u-escaped or not
+            pairs.add((json.dumps(value, ensure_ascii=ascii_only)[1:-1], label))
+    _secrets = sorted(pairs, key=lambda pair: (-len(pair[0]), pair))
     _seen_environ = dict(data) if data is not None else None
 
 
