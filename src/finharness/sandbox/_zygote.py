@@ -12,12 +12,12 @@ Life of a worker:
    "scientific" worker, only small stdlib modules for a "plain" one), make itself
    non-dumpable (a job process of the same uid can then neither ptrace it nor
    read its memory) and a child subreaper (orphans of a job come back to it),
-   and build the job's Landlock ruleset once (when asked);
+   and close its own file system with Landlock (when asked): every job it
+   forks is born inside that domain;
 2. announce itself with a ``ready`` frame;
 3. keep one child forked ahead of time, waiting for its job on a pipe. Before
    it reads its job, that child enters its own process group and the fresh
-   private job directory, closes the file system with Landlock and loads the
-   seccomp filter (compiled by the harness). For every job frame, set that
+   private job directory and loads the seccomp filter (compiled by the harness). For every job frame, set that
    child's resource limits (prlimit) and hand it the job; it installs the audit
    guard (when asked), runs the program and writes one framed JSON result; answer
    as soon as the result is in, or when the child dies, or at the wall limit;
@@ -338,17 +338,13 @@ def _run_program(job: dict, namespace: dict) -> dict:
 
 
 def _confine(job_dir: str) -> None:
-    """Before the job is read (off the critical path): its own process group, death with the zygote, first
-    in line for the OOM killer, the job directory as working directory, the file system closed (Landlock)
-    and the system calls filtered (seccomp). The zygote sets the resource limits when the job comes."""
+    """Before the job is read (off the critical path): its own process group, death with the zygote, the
+    job directory as working directory, and the system calls filtered (seccomp). The file system is closed
+    already (the zygote's Landlock domain, inherited); the zygote sets the resource limits when the job comes."""
     os.setpgid(0, 0)
     _set_parent_death_signal()
-    with suppress(OSError):  # raising one's own OOM score needs no privilege
-        with open("/proc/self/oom_score_adj", "w") as score:
-            score.write("1000")
     os.chdir(job_dir)
     if _kernel is not None:
-        _kernel.restrict_files()
         _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
 
 
@@ -439,8 +435,10 @@ def landlock_rights(abi: int) -> tuple[int, int, int]:
 
 
 class _KernelLayers:
-    """Landlock and seccomp for the zygote's jobs. The ruleset is built once here (the zygote is
-    never confined itself); each job child enforces it on itself, then the harness's seccomp filter."""
+    """Landlock and seccomp for the zygote's jobs. The zygote builds the ruleset and enforces it on itself
+    before its first fork (it needs nothing outside: its scratch directory, its pipes, its children), so
+    every job is born in that domain; each job child then loads the harness's seccomp filter, which the
+    zygote (it forks and signals) cannot have."""
 
     def __init__(self, libc, landlock: dict | None, seccomp_hex: str | None, seccomp_nr: int | None = None):
         import ctypes
@@ -505,9 +503,25 @@ class _KernelLayers:
         os.set_inheritable(ruleset, False)
         return ruleset
 
+    def check(self) -> None:
+        """Confine a throw-away child the way every job will be: a kernel that refuses a layer fails the
+        worker's start, not each of its jobs."""
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.restrict_files()
+                self.filter_calls()
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise OSError(f"the kernel refused a layer (Landlock ABI {self.landlock_abi}, seccomp filter): "
+                          f"a confined child exited with status {status}")
+
     def restrict_files(self) -> None:
-        """Enforce the ruleset on this process (a job child) and drop the descriptor: a job that kept it
-        could add rules to the ruleset that the next job enforces."""
+        """Enforce the ruleset on this process (the zygote, before its first job: every job inherits the
+        domain, at no cost per job) and drop the descriptor."""
         if self.ruleset_fd < 0:
             return
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
@@ -549,6 +563,15 @@ def _set_parent_death_signal() -> None:
 
 
 def _direct_children() -> list[int]:
+    """The zygote's children (orphans of a job it inherited as subreaper). Under Landlock /proc is closed,
+    and then there are none to find: a job's filter lets it start no process."""
+    try:
+        return _children_from_proc()
+    except OSError:
+        return []
+
+
+def _children_from_proc() -> list[int]:
     own = f"/proc/self/task/{os.getpid()}/children"  # the zygote is single-threaded
     if os.path.exists(own):  # CONFIG_PROC_CHILDREN: one read instead of a /proc scan
         with open(own) as listing:
@@ -649,7 +672,7 @@ class _Prepared:
 
     def __init__(self, config: dict):
         job_dir = os.path.join(config["scratch_dir"], "job")
-        os.mkdir(job_dir, 0o700)
+        os.makedirs(job_dir, 0o700, exist_ok=True)  # kept where the scratch directory is read-only
         job_read, self.job_write = os.pipe()
         self.result_read, result_write = os.pipe()
         self.pid = os.fork()
@@ -762,10 +785,14 @@ def main() -> None:
     _libc = ctypes.CDLL(None, use_errno=True)
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    if config.get("landlock") or config.get("seccomp"):
-        _kernel = _KernelLayers(_libc, config.get("landlock"), config.get("seccomp"), config.get("seccomp_nr"))
     with open("/proc/self/statm") as statm:
         address_space_mb = int(statm.read().split()[0]) * resource.getpagesize() / 2**20
+    if config.get("landlock") or config.get("seccomp"):
+        _kernel = _KernelLayers(_libc, config.get("landlock"), config.get("seccomp"), config.get("seccomp_nr"))
+        _kernel.check()
+        # Made before the file system closes: without bubblewrap the scratch directory is read-only then.
+        os.makedirs(os.path.join(config["scratch_dir"], "job"), 0o700, exist_ok=True)
+        _kernel.restrict_files()
     child = _Prepared(config)
     write_frame(proto_out, {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
                             "pid_namespace": config["pid_namespace"], "address_space_mb": address_space_mb,
