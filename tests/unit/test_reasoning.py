@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from finharness.core.types import (
     GenerateParams,
     GenerateRequest,
     GenerateResponse,
+    TokenLogprob,
     messages,
     to_jsonable,
 )
@@ -160,3 +162,13 @@ def test_adaptations_are_counted_per_distinct_change_and_said_in_the_notes():
     assert "left out on 1 call(s) (learned from the server's refusal)" in notes[1] and "not greedy" in notes[1]
     assert "nobody counted apart" in notes[3] and "2 generation(s) were cut" in notes[4]
     assert adaptation_notes([], thinking_replies=3, reasoning_tokens=90) == []
+
+
+def test_the_answers_own_tokens_are_kept_so_a_label_can_still_be_read_softly():
+    tokens = tuple(TokenLogprob(t, -0.1) for t in ("<think>", "weigh", " it", "</think>", "\n\n", "[[", "2", "]]\n"))
+    reply = GenerateResponse("".join(t.token for t in tokens), "stop", logprobs=tokens)
+    split = thinking_apart(reply)
+    assert split.text == "[[2]]\n" and split.logprobs == tokens[5:]
+    assert "".join(t.token for t in split.logprobs) == split.text, "judges/soft.py needs the tokens to spell it"
+    glued = tokens[:4] + (TokenLogprob("\n\n[[", -0.1),) + tokens[6:]  # the answer starts inside a token
+    assert thinking_apart(replace(reply, logprobs=glued)).logprobs is None

@@ -16,7 +16,7 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .types import DEFAULT_THINKING_TOKENS, Adaptation, GenerateParams, GenerateResponse, to_jsonable
+from .types import DEFAULT_THINKING_TOKENS, Adaptation, GenerateParams, GenerateResponse, TokenLogprob, to_jsonable
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -45,14 +45,15 @@ def split_thinking(text: str) -> tuple[str, str | None]:
         answer = ""
     if not parts:  # a '<think>' mentioned mid-answer, never a block: not thinking
         return text, None
-    return answer.strip(), "\n\n".join(p for p in parts if p)
+    return answer.lstrip(), "\n\n".join(p for p in parts if p)
 
 
 def thinking_apart(response: GenerateResponse,
                    count_tokens: Callable[[str], int | None] | None = None) -> GenerateResponse:
     """The response with any inline thinking moved from `text` to `reasoning` (after a reasoning field
-    the server sent, if any). Where the server did not count the thinking tokens, `count_tokens` (the
-    backend's tokenizer) counts them: the reply's tokens less the answer's. Idempotent."""
+    the server sent, if any), and its per-token logprobs cut to the answer's (`answer_tokens`). Where the
+    server did not count the thinking tokens, `count_tokens` (the backend's tokenizer) counts them: the
+    reply's tokens less the answer's. Idempotent."""
     answer, thinking = split_thinking(response.text)
     if thinking is None:
         return response
@@ -61,7 +62,21 @@ def thinking_apart(response: GenerateResponse,
     if not tokens and count_tokens is not None:
         whole, kept = count_tokens(response.text), count_tokens(answer)
         tokens = max(0, whole - kept) if whole is not None and kept is not None else 0
-    return replace(response, text=answer, reasoning=reasoning, reasoning_tokens=tokens)
+    logprobs = None if response.logprobs is None else answer_tokens(response.logprobs, answer)
+    return replace(response, text=answer, reasoning=reasoning, reasoning_tokens=tokens, logprobs=logprobs)
+
+
+def answer_tokens(logprobs: tuple[TokenLogprob, ...], answer: str) -> tuple[TokenLogprob, ...] | None:
+    """The generated tokens that spell the answer exactly (the reply's last ones), so what reads a label at a
+    character of the answer (judges/soft.py) finds its token; None when no run of whole tokens spells it."""
+    tail = ""  # what logprobs[start:] spell
+    for start in range(len(logprobs), 0, -1):
+        if tail == answer:
+            return logprobs[start:]
+        if len(tail) >= len(answer):
+            return None
+        tail = logprobs[start - 1].token + tail
+    return logprobs if tail == answer else None
 
 
 def thinking_limit(params: GenerateParams, spec_budget: int | None, *, limit_name: str = "max_tokens",
