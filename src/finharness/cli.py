@@ -129,6 +129,12 @@ def run(
                                           "(default $RAY_ADDRESS, else a new local cluster)."),
     shards: Optional[int] = typer.Option(None, min=1, help="Shards (Ray tasks) for --executor ray "
                                          "(default one per CPU of the cluster)."),
+    price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a "
+                                    "model (its spec or name; repeatable): results carry the cost."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
+                                             "the cost (at --price) past USD; rerun with more to resume."),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that "
+                                                "would take the tokens of every role past N; rerun to resume."),
     no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks "
                                  "that pull on first use fail instead); same as FINHARNESS_NO_PULL=1."),
 ) -> None:
@@ -189,14 +195,17 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()
+    spending = make_spending(price, max_cost, budget_tokens)
     run_options = RunOptions(data_dir=resolved_data_dir, limit=limit, subset=subset, concurrency=concurrency,
-                             seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions)
+                             seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions,
+                             spending=spending)
     if len(tasks) > 1:
-        with LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
+        with interrupted_says(store_path) as seen, \
+                LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
             pool = run_pool(tasks, task_objs, backends, out=out, store_path=store_path, options=run_options,
                             started=started,
-                            progress_for=lambda name: live.row(f"{name} on {model}"))
-        _print_pool(pool, model)
+                            progress_for=lambda name: seen.watch(live.row(f"{name} on {model}"), name))
+        _print_pool(pool, model, spending)
         return
     task_name, task_obj = tasks[0], task_objs[0]
     sample_executor, cluster = None, nullcontext()
@@ -207,21 +216,86 @@ def run(
                        backend_factory=from_spec, options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     try:  # the store closes last; a close failing after the run failed does not hide the run's error
-        with RunStore(store_path) as run_store, cluster, \
+        with interrupted_says(store_path) as seen, RunStore(store_path) as run_store, cluster, \
                 LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
-            result = asyncio.run(run_task(task_obj, backends, run_store, run_options, out_dir=out, progress=progress,
-                                          executor=sample_executor))
+            result = asyncio.run(run_task(task_obj, backends, run_store, run_options, out_dir=out,
+                                          progress=seen.watch(progress, task_name), executor=sample_executor))
     except INPUT_ERRORS as err:
         fail(str(err))
     write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
                    run_versions=run_versions, started=started)
     _print_results(result.results)
     typer.echo(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
+    stop_if_budget_reached(spending)
     if result.results["status"] != "complete":
         raise typer.Exit(1)
 
 
-def _print_pool(pool: Any, model: str) -> None:
+BUDGET_EXIT = 3
+"""Exit status of a run the budget stopped (1: incomplete, 2: a usage error, 130: interrupted)."""
+
+
+def make_spending(prices: list[str], max_cost: float | None, budget_tokens: int | None,
+                  table: Any = None) -> Any:
+    """The run's Spending (core/spending.py) from --price (and a suite's price table), --max-cost and
+    --budget-tokens; None when none is given (nothing is priced or limited)."""
+    from .core.spending import Spending, parse_price
+
+    priced = dict(table or {})
+    try:
+        priced.update(parse_price(text) for text in prices)
+    except ValueError as err:
+        fail(str(err))
+    if max_cost is not None and not priced:
+        fail("--max-cost needs prices: --price MODEL=IN/OUT (USD per million tokens), e.g. --price gpt-4o=2.5/10")
+    if not priced and max_cost is None and budget_tokens is None:
+        return None
+    return Spending(prices=priced, max_tokens=budget_tokens, max_cost=max_cost)
+
+
+def stop_if_budget_reached(spending: Any) -> None:
+    """Say that the budget stopped the run and exit BUDGET_EXIT (everything made is stored)."""
+    if spending is None or spending.reached is None:
+        return
+    typer.secho(f"budget reached after {spending.calls} call(s) ({spending.refused} refused): {spending.reached}; "
+                "everything made is stored: raise it and rerun the same command to resume", fg="yellow", err=True)
+    raise typer.Exit(BUDGET_EXIT)
+
+
+class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
+    """On Ctrl-C: say what is stored (samples done per task, the store) and the command that resumes, exit 130.
+
+    `watch(progress, name)` wraps a progress callback so the last counters of each task are known."""
+
+    def __init__(self, store_path: Path):
+        self.store_path = store_path
+        self.seen: dict[str, Any] = {}
+
+    def watch(self, progress: Any, name: str) -> Any:
+        def update(counters: Any) -> None:
+            self.seen[name] = counters
+            if progress is not None:
+                progress(counters)
+
+        return update
+
+    def __enter__(self) -> "interrupted_says":
+        return self
+
+    def __exit__(self, kind: Any, err: Any, tb: Any) -> bool:
+        if kind is None or not issubclass(kind, KeyboardInterrupt):
+            return False
+        import shlex
+        import sys
+
+        done = ", ".join(f"{name} {c.samples_done}/{c.samples_total}" for name, c in self.seen.items()) or "nothing"
+        typer.secho(f"\ninterrupted: samples finished and stored: {done} (store {self.store_path}); "
+                    "every call made is kept", fg="yellow", err=True)
+        typer.echo(f"resume with: finharness {shlex.join(sys.argv[1:])}", err=True)
+        raise typer.Exit(130)
+
+
+def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
     """The outcome of a pooled run (core/pool.py run_pool): one summary table, each task's notes and files,
     the errors; re-raises a task's bug; exit 1 when a task is incomplete or could not run."""
     from rich import box
@@ -240,13 +314,19 @@ def _print_pool(pool: Any, model: str) -> None:
         value = "—" if not metric or metric["value"] is None else f"{metric['value']:.4f}"
         ci = "—" if not metric or not metric["ci95"] else f"[{metric['ci95'][0]:.4f}, {metric['ci95'][1]:.4f}]"
         counts = res["counts"]
+        n = "—" if not metric else f"{metric['n']} !" if metric.get("warning") else str(metric["n"])
         table.add_row(outcome.name, res["status"], str(res["headline"] or "—"), value, ci,
-                      str(metric["n"]) if metric else "—", str(counts["calls"]), str(counts["cache_hits"]),
+                      n, str(counts["calls"]), str(counts["cache_hits"]),
                       f"{res['timing']['wall_s']:.1f}")
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 120)  # a log keeps the table's rows whole
     console.print(table)
+    for outcome in pool.tasks:  # a headline whose n is too small for its interval, said out loud
+        res = outcome.result.results if outcome.result is not None else {}
+        warning = (res.get("metrics", {}).get(res.get("headline") or "") or {}).get("warning")
+        if warning:
+            console.print(f"! {outcome.name} {res['headline']}: {warning}", highlight=False, soft_wrap=True)
     for outcome in pool.tasks:
         if outcome.result is not None:
             for note in outcome.result.results.get("notes", []):
@@ -258,6 +338,7 @@ def _print_pool(pool: Any, model: str) -> None:
             typer.echo(f"error: {outcome.name}: {outcome.error}", err=True)
     if pool.bugs:
         raise pool.bugs[0]  # a bug, not bad input: its traceback says more than a table row
+    stop_if_budget_reached(spending)
     if not pool.complete:
         raise typer.Exit(1)
 
@@ -277,6 +358,8 @@ def _print_results(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from .core.metrics import SMALL_N_MARK, small_n_lines
+
     table = Table(title=f"{results['task']}  {results.get('model', '')}  [{results.get('status', '')}]")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col)
@@ -287,9 +370,11 @@ def _print_results(results: dict[str, Any]) -> None:
             continue
         value = "—" if m["value"] is None else f"{m['value']:.4f}"
         ci = "—" if not m["ci95"] else f"[{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]"
-        table.add_row(name, value, ci, str(m["n"]))
+        table.add_row(name, value, ci, f"{m['n']} {SMALL_N_MARK}" if m.get("warning") else str(m["n"]))
     console = Console()
     console.print(table)
+    for line in small_n_lines(results["metrics"]):  # n too small for the interval's method, said out loud
+        console.print(line, highlight=False, soft_wrap=True)
     if empty:
         console.print(f"no items (n 0, null in results.json): {_name_groups(empty)}", highlight=False, soft_wrap=True)
     c = results.get("counts", {})
@@ -298,14 +383,100 @@ def _print_results(results: dict[str, Any]) -> None:
                       f"unparseable {c.get('unparseable')}  truncated {c.get('truncated_samples')}  "
                       f"calls {c.get('calls')}  cache hits {c.get('cache_hits')}  retries {c.get('retries')}  "
                       f"failures {c.get('failures')}", highlight=False)
-        if c.get("reasoning_tokens") or c.get("thinking_truncations"):
-            console.print(f"reasoning tokens {c.get('reasoning_tokens')} of {c.get('completion_tokens')} completion "
-                          f"tokens  cut while thinking {c.get('thinking_truncations')}", highlight=False)
+        if c.get("thinking_replies") or c.get("reasoning_tokens"):
+            console.print(f"thinking replies {c.get('thinking_replies')}  reasoning tokens {c.get('reasoning_tokens')} "
+                          f"of {c.get('completion_tokens')} completion tokens  cut while thinking "
+                          f"{c.get('thinking_truncations')}", highlight=False)
         # the distinct reasons calls failed for good, so a crash or a refusal is read here, not looked for
         for message in dict.fromkeys(c.get("failure_examples") or []):
             console.print(f"failed call: {message}", highlight=False, soft_wrap=True)
     for note in results.get("notes", []):
         console.print(f"note: {note}", highlight=False)
+
+
+@app.command("suite")
+def suite_cmd(
+    suite_name: str = typer.Argument("quick", metavar="[SUITE]", help="quick | standard | full (they ship with "
+                                     "finharness), or a suite file of your own (.toml; docs/suite.md)."),
+    model: list[str] = typer.Option(["embedded"], "--model", "-m", help="Model spec under test (repeatable: "
+                                    "every model runs every row)."),
+    judge: Optional[str] = typer.Option(None, help="Model spec of the judge (UCFE, FinTradeBench)."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of UCFE's simulated user."),
+    out: Optional[Path] = typer.Option(None, help="Suite folder (default runs/suite-SUITE): one store, one folder "
+                                       "per model and row, suite.json and the scorecard."),
+    data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
+    concurrency: Optional[int] = typer.Option(None, help="Calls in flight per model."),
+    price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens "
+                                    "(repeatable; adds to the suite's [prices])."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
+                                             "the cost past USD; rerun with more to resume."),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that "
+                                                "would take the tokens of every role and model past N."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks."),
+) -> None:
+    """Run a suite of tasks for one or more models and write one scorecard.
+
+    Every row of the suite runs for every model, the rows of a model pooled on its slots, all in one run store
+    (OUT/store.sqlite), each row in OUT/MODEL/ROW/ as `finharness run` would write it. Rerunning the command
+    resumes; adding a --model later reuses everything stored. Where a row's official data is absent and the
+    suite names a fallback (CFinBench: the CPA stand-in), the fallback runs and is named a stand-in."""
+    from .core.model import PromptBudget
+    from .core.runner import RunOptions
+    from .suite.run import prepare_rows, run_suite
+    from .suite.spec import SuiteError, load_suite
+
+    if no_pull:
+        import os
+
+        from .data.pull import NO_PULL_ENV
+
+        os.environ[NO_PULL_ENV] = "1"
+    try:
+        spec = load_suite(suite_name)
+    except SuiteError as err:
+        fail(str(err))
+    models = list(dict.fromkeys(model))
+    out = out or Path("runs") / f"suite-{spec.name}"
+    root = resolve_data_dir(data_dir)
+    try:
+        rows = prepare_rows(spec, root)
+    except ValueError as err:
+        fail(str(err))
+    spending = make_spending(price, max_cost, budget_tokens, table=spec.prices)
+    options = RunOptions(data_dir=root, concurrency=concurrency, budget=PromptBudget(), versions=versions(),
+                         spending=spending)
+    for row in rows:
+        if row.standin:
+            typer.echo(f"note: {row.spec.id}: the official data is absent from {root}; running {row.label}", err=True)
+    from .core.pool import INPUT_ERRORS
+
+    try:
+        with interrupted_says(out / "store.sqlite") as seen, \
+                LiveProgress(f"suite {spec.name}: {len(rows)} rows x {len(models)} model(s)", enabled=not quiet) as live:
+            outcome = run_suite(spec, rows, models=models, judge=judge, user=user_model, out=out, options=options,
+                                progress_for=lambda m, row: seen.watch(live.row(f"{row} on {m}"), f"{row} on {m}"),
+                                judge_progress=lambda label: seen.watch(live.row(label), label))
+    except INPUT_ERRORS as err:
+        fail(str(err))
+    _print_suite(out, outcome.manifest)
+    stop_if_budget_reached(spending)
+    if not outcome.complete:
+        raise typer.Exit(1)
+
+
+def _print_suite(out: Path, manifest: dict[str, Any]) -> None:
+    """The scorecard on the terminal, and where its files are."""
+    from .suite.scorecard import build_scorecard
+    from .suite.scorecard_views import print_scorecard, write_scorecard
+
+    built = build_scorecard(out)
+    written = write_scorecard(built, out)
+    print_scorecard(built)
+    for model, errors in manifest.get("errors", {}).items():
+        for row, message in errors.items():
+            typer.echo(f"error: {row} on {model}: {message}", err=True)
+    typer.echo(f"suite: {out / 'suite.json'}  scorecard: " + "  ".join(str(p) for p in written))
 
 
 @app.command()
@@ -384,8 +555,9 @@ def compare(
                                                    "default: the headline score."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Paired comparison of two runs on the items both scored: B − A, its 95% CI and p-value
-    (exact McNemar for 0/1 scores, else the paired t-test)."""
+    """Paired comparison of two runs on the items both scored: B − A, its 95% CI and p-value (exact McNemar
+    for 0/1 scores, else an exact sign-flip test below 30 items and the paired t-test above); 'tied' unless
+    the data order the two."""
     from dataclasses import asdict
 
     from .data.errors import DataError
@@ -408,15 +580,19 @@ def compare(
 
     a, b = per_sample(run_a), per_sample(run_b)
     result = paired_test(a, b)
-    if result.n == 0:
-        fail(f"{run_a} and {run_b} share no scored items" + (f" with value {value!r}" if value else ""))
+    if result.n < 2:
+        fail(f"{run_a} and {run_b} share {'no' if result.n == 0 else 'only 1'} scored item"
+             + (f" with value {value!r}" if value else "") + ": a paired comparison needs at least 2")
     report = {"a": str(run_a), "b": str(run_b), "value": value or "headline", **asdict(result),
-              "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a))}
+              "verdict": result.verdict, "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a))}
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
     typer.echo(f"n={result.n}  A={result.mean_a:.4f}  B={result.mean_b:.4f}  B−A={result.diff:+.4f} "
-               f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]  p={result.p_value:.4g} ({result.test})")
+               f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]  p={result.p_value:.4g} ({result.test})  "
+               f"{result.verdict}")
+    if result.warning:
+        typer.echo(f"! {result.warning}")
 
 
 def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
@@ -582,7 +758,8 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     """Run the built-in demo exam on the embedded model and say where the results are."""
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
-        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None, no_pull=False)
+        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None, price=[],
+        max_cost=None, budget_tokens=None, no_pull=False)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 Specs: `embedded` (default), `embedded:1.5b`, `llamacpp:PATH.gguf`, `openai:MODEL[@BASE_URL]`,
 `openai-completions:MODEL@BASE_URL` (also log-likelihoods, from /completions prompt logprobs),
 `anthropic:MODEL[@BASE_URL]`, `vllm:PATH_OR_HF_ID[?max_model_len=N&...]` (GPU, `pip install vllm`),
+`hf:PATH_OR_HUB_ID[?dtype=D&device=D&batch_size=N&...]` (transformers, `pip install 'finharness[hf]'`),
 `fake[?latency=S&...]`, `replay:FILE`. An installed distribution adds schemes by entry point
 (group `finharness.backends`, `NAME = "module:factory"`, the factory taking the whole spec); both kinds
 resolve through plugins.resolve, a built-in scheme first.
@@ -15,6 +16,7 @@ from pathlib import Path
 from ..core.backend import Backend, SpecError
 from ..core.model import CachedModel, PromptBudget, RunCounters
 from ..core.retry import RetryPolicy
+from ..core.spending import Spending
 from ..core.store import RunStore
 from ..plugins import BACKEND_GROUP, Plugin, PluginError, catalogue, entry_point_plugins, resolve
 
@@ -26,6 +28,7 @@ SCHEMES: dict[str, str] = {
     "openai-completions": "finharness.backends.openai_completions:from_spec",
     "anthropic": "finharness.backends.anthropic:from_spec",
     "vllm": "finharness.backends.vllm:from_spec",
+    "hf": "finharness.backends.hf:from_spec",
     "fake": "finharness.backends.fake:from_spec",
     "replay": "finharness.backends.replay:from_spec",
 }
@@ -58,16 +61,18 @@ def from_spec(spec: str) -> Backend:
 
 def open_model(model: str | Backend, store: RunStore | str | Path, *, role: str = "model",
                counters: RunCounters | None = None, concurrency: int | None = None,
-               retry: RetryPolicy | None = None, budget: PromptBudget = PromptBudget()) -> CachedModel:
+               retry: RetryPolicy | None = None, budget: PromptBudget = PromptBudget(),
+               spending: Spending | None = None) -> CachedModel:
     """The public model handle: `model` (a spec such as `embedded` or `openai:gpt-4o@URL`, or a backend already
     made) seen through `store` (a RunStore, or the path of one to open), as a task's `solve` sees it.
 
     Every call is looked up in the store first and stored once made (a rerun makes no call twice), retried by
     one retry layer, and counted in `counters` (a new RunCounters when None; read it as `handle.counters`).
     role: what its calls are recorded as ('model', 'judge', 'user'...). concurrency: calls in flight
-    (default: the backend's own maximum). A bad spec is a SpecError naming the known schemes."""
+    (default: the backend's own maximum). spending: the tokens, cost and budget shared with a run or suite
+    (core/spending.py). A bad spec is a SpecError naming the known schemes."""
     backend = from_spec(model) if isinstance(model, str) else model
     if not isinstance(store, RunStore):
         store = RunStore(store)
     return CachedModel(backend, store, counters if counters is not None else RunCounters(), role=role,
-                       concurrency=concurrency, retry=retry, budget=budget)
+                       concurrency=concurrency, retry=retry, budget=budget, spending=spending)

@@ -22,6 +22,7 @@ from .hashing import canonical_json, content_key_of_canonical
 from .limiter import AdaptiveLimiter
 from .reasoning import thinking_apart, thinking_fields
 from .retry import RetryPolicy, error_kind
+from .spending import BUDGET_KIND, Spending
 from .store import RunStore
 from .types import (
     GenerateParams,
@@ -68,6 +69,10 @@ class RunCounters:
     concurrency_min_limit: int | None = None
     """The lowest concurrency limit any model ran at during this run (None: every model kept its maximum);
     a run that joins a model whose limit shrank earlier (a pooled run's later task) starts from it."""
+    budget_refusals: int = 0
+    """Calls the run's token or cost budget refused (core/spending.py): not made, not failures."""
+    cost_usd: float | None = None
+    """USD of the calls made, at the run's prices (None: no model of the run is priced)."""
     samples_done: int = 0
     samples_total: int = 0
     failure_messages: list[str] = field(default_factory=list)
@@ -88,6 +93,8 @@ class RunCounters:
                 mine.extend(theirs)
             elif f.name.endswith("_min_limit"):  # a lowest value, not a count
                 setattr(self, f.name, theirs if mine is None else min(mine, theirs))
+            elif mine is None:  # a sum that this part starts (cost_usd)
+                setattr(self, f.name, theirs)
             else:
                 setattr(self, f.name, mine + theirs)
 
@@ -111,6 +118,14 @@ should be): that call fails (kind bad_reply), not the run."""
 
 MAX_TOKEN_COUNT = 10_000_000
 """More tokens than this in one call's usage is not a count a server can mean: the reply is refused as broken."""
+
+
+def billed_tokens(kind: str, resp: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens a call is billed for: a generation's usage (thinking is in its completion), a
+    log-likelihood's context and continuations (all prompt)."""
+    if kind == "generate":
+        return int(resp.prompt_tokens or 0), int(resp.completion_tokens or 0)
+    return int(resp.context_tokens or 0) + int(sum(resp.continuation_tokens or ())), 0
 
 
 def reply_problem(value: Any, where: str = "reply") -> str | None:
@@ -222,8 +237,10 @@ class CachedModel:
     def __init__(self, backend: Backend, store: RunStore, counters: RunCounters, *, role: str = "model",
                  concurrency: int | None = None, retry: RetryPolicy | None = None,
                  budget: PromptBudget = PromptBudget(), trace: list[dict[str, Any]] | None = None,
-                 _shared: dict[str, Any] | None = None):
+                 spending: Spending | None = None, _shared: dict[str, Any] | None = None):
         self.backend = backend
+        self.spending = spending
+        """Tokens and cost of the calls made, shared by the run (or suite) and checked against its budget."""
         self.store = store
         self.counters = counters
         self.role = role
@@ -253,7 +270,7 @@ class CachedModel:
     def bind(self, trace: list[dict[str, Any]]) -> "CachedModel":
         """The same model, recording into one sample's trace."""
         return CachedModel(self.backend, self.store, self.counters, role=self.role, retry=self.retry,
-                           budget=self.budget, trace=trace, _shared=self._shared)
+                           budget=self.budget, trace=trace, spending=self.spending, _shared=self._shared)
 
     # -- ModelHandle ------------------------------------------------------------
     def count_tokens(self, text: str) -> int | None:
@@ -336,24 +353,44 @@ class CachedModel:
         assert isinstance(resp, LoglikelihoodResponse)
         return resp
 
-    async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
+    def call_key(self, kind: str, request: Any) -> tuple[str, Any, str]:
+        """(the content key the store holds a call under, the request's JSON form, its canonical JSON text)."""
         req_json = to_jsonable(request)
         req_text = canonical_json(req_json)  # encoded once: for the key and for the stored row
         identity_text = self._shared.get("identity_json")
         if identity_text is None:
             identity_text = self._shared["identity_json"] = canonical_json(self.identity)
-        key = content_key_of_canonical(identity_text, canonical_json(kind), req_text)
+        return content_key_of_canonical(identity_text, canonical_json(kind), req_text), req_json, req_text
+
+    def stored_response(self, kind: str, key: str) -> tuple[Any, float] | None:
+        """(response, latency) of a call the store holds (None: not stored); a damaged row is a StoreError."""
         stored = self.store.get_call(key)
+        if stored is None:
+            return None
+        try:
+            return response_from_json(kind, stored["response"]), stored["latency_s"]
+        except (TypeError, KeyError, ValueError, AttributeError) as err:  # a row edited or damaged by hand
+            raise self.store.broken_call(key, err) from None
+
+    async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
+        key, req_json, req_text = self.call_key(kind, request)
+        stored = self.stored_response(kind, key)
         if stored is not None:
-            try:
-                resp = response_from_json(kind, stored["response"])
-            except (TypeError, KeyError, ValueError, AttributeError) as err:  # a row edited or damaged by hand
-                raise self.store.broken_call(key, err) from None
             self.counters.cache_hits += 1
-            return self._record(kind, request, req_json, resp, stored["latency_s"], cache_hit=True)
+            return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
 
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
+
+        reserved = None
+        if self.spending is not None and self.spending.limited:
+            reserved = self._worst_case(kind, request)
+            refusal = self.spending.admit(self.spec, *reserved)
+            if refusal is not None:  # not a failure: the run stops here and resumes when the budget is raised
+                self.counters.budget_refusals += 1
+                self.trace.append({"role": self.role, "kind": kind, "failed": refusal})
+                raise CallFailed(f"{refusal}; raise it and rerun the same command to resume", attempts=0,
+                                 kind=BUDGET_KIND)
 
         started: float | None = None
 
@@ -371,20 +408,44 @@ class CachedModel:
             # the limiter holds a slot per attempt and halves the limit on 429/529 (core/limiter.py)
             resp, retries = await self.limiter.call(attempt, self.retry, on_retry=on_retry)
         except (CallFailed, BackendError) as err:
+            if reserved is not None:
+                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
             failed = err if isinstance(err, CallFailed) else CallFailed(str(err), attempts=1, kind=error_kind(err))
             raise self._failed(key, kind, req_json, failed) from err
+        except BaseException:  # cancelled (Ctrl-C): nothing was charged
+            if reserved is not None:
+                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
+            raise
         assert started is not None  # a response means an attempt ran
         latency = time.perf_counter() - started
         if retries:
             resp = replace(resp, retries=retries)
         problem, resp_json = check_reply(kind, resp)
         if problem is not None:  # stored, it would fail the store's commit and every sample waiting on it
+            if reserved is not None:  # its usage cannot be read: nothing is charged
+                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
             raise self._failed(key, kind, req_json, CallFailed(
                 f"the backend's reply cannot be used: {problem} (this call failed; the run goes on, and the same "
                 "command asks again)", attempts=1, kind="bad_reply"))
+        if self.spending is not None:
+            cost = self.spending.charge(self.spec, *billed_tokens(kind, resp), reserved=reserved)
+            if cost is not None:
+                self.counters.cost_usd = (self.counters.cost_usd or 0.0) + cost
         self.counters.calls += 1
         self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(resp_json), latency)
         return self._record(kind, request, req_json, resp, latency, cache_hit=False)
+
+    def _worst_case(self, kind: str, request: Any) -> tuple[int, int]:
+        """(prompt tokens, most completion tokens) a call can cost: counted with the model's tokenizer where the
+        backend has one, else 4 characters a token (core/spending.py)."""
+        if kind == "generate":
+            counted = self._prompt_tokens(request.messages)
+            if counted is None:
+                counted = sum(len(m.content) for m in request.messages) // 4 + 4 * len(request.messages)
+            return counted, request.params.max_tokens + (request.params.thinking_tokens or 0)
+        texts = (request.context, *request.continuations)
+        counts = [self.backend.count_tokens(t) for t in texts]
+        return (sum(counts) if None not in counts else sum(len(t) for t in texts) // 4), 0  # type: ignore[arg-type]
 
     def _failed(self, key: str, kind: str, req_json: Mapping[str, Any], err: CallFailed) -> CallFailed:
         """Count, store and trace a call that failed for good; returns `err` for the caller to raise."""

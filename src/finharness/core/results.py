@@ -23,6 +23,7 @@ from .hashing import content_key
 from .metrics import metrics_json
 from .model import PromptBudget, RunCounters
 from .reasoning import adaptation_notes, adaptations_of, sample_thinking
+from .spending import BUDGET_KIND
 from .task import Aggregate, SampleRecord, Task
 from .types import Sample, to_jsonable
 
@@ -180,6 +181,11 @@ def failure_kind(message: str | None) -> str:
 def failure_notes(failed: Sequence[SampleRecord]) -> list[str]:
     """What the reader must know about failed samples: whether a rerun can help (transient kinds) or not."""
     notes = []
+    stopped = [r for r in failed if failure_kind(r.failed) == BUDGET_KIND]
+    if stopped:
+        notes.append(f"the budget stopped the run: {len(stopped)} sample(s) were not run; raise the budget "
+                     "(--max-cost / --budget-tokens) and rerun the same command to resume")
+    failed = [r for r in failed if failure_kind(r.failed) != BUDGET_KIND]
     retry = [r for r in failed if r.transient]
     fixed = [r for r in failed if not r.transient]
     if retry:
@@ -196,7 +202,9 @@ def failure_notes(failed: Sequence[SampleRecord]) -> list[str]:
 
 def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
                   counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
-                  run_key: str) -> dict[str, Any]:
+                  run_key: str, cumulative: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """results.json. `cumulative`: the store's sum over every invocation of this run (RunStore.cumulative), so a
+    resumed run still reports what the whole run spent; `counts` and `timing` are this invocation's."""
     scored = [r for r in records if r.score is not None]
     failed = [r for r in records if r.failed]
     counts = counters.to_json()
@@ -229,4 +237,5 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
                    "tokens_per_s": (round((counters.prompt_tokens + counters.completion_tokens
                                            + counters.tokens_evaluated) / wall_s, 2) if wall_s > 0 else None)},
         "versions": dict(versions),
+        **({"cumulative": dict(cumulative)} if cumulative is not None else {}),
     }

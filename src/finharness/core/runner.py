@@ -34,6 +34,7 @@ from .results import (
     write_run,
 )
 from .retry import RetryPolicy
+from .spending import Spending
 from .store import RunStore, StoreError
 from .task import Models, Task
 from .types import Sample, to_jsonable
@@ -66,6 +67,11 @@ class RunOptions:
 
     versions: Mapping[str, Any] = field(default_factory=dict)
     """Package and platform versions written to results.json (not part of the run key)."""
+
+    spending: Spending | None = None
+    """Tokens and cost of the calls made, at the run's prices, and the token or cost budget that stops the run
+    before the call that would cross it (core/spending.py); one object shared by every task of a pool or suite.
+    Not part of the run key: it decides how far a run gets, not what it computes."""
 
 
 def resumed(record: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +155,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     counters = RunCounters(samples_total=len(samples))
     shared = shared_handles if shared_handles is not None else {}
     handles = {role: CachedModel(b, store, counters, role=role, retry=options.retry, budget=budget,
-                                 _shared=model_state(shared, b, options.concurrency))
+                                 spending=options.spending, _shared=model_state(shared, b, options.concurrency))
                for role, b in backends.items() if role in task.roles}
     config = RunConfig(task=task.name, task_config=dict(task.run_config()),
                        models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
@@ -193,22 +199,31 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
             if progress:
                 progress(counters)
 
+    invoked = time.time()
+    outcome = "interrupted"  # until the samples are solved: a Ctrl-C or a bug leaves that in the invocation row
     try:
         pending = [s for s in samples if s.id not in done]
         if executor is None:
             await asyncio.gather(*(solve_one(s) for s in dispatch_order(pending, slots)))
         elif pending:
             results.update(await executor(run_key, pending, store, counters, progress))
+        outcome = "solved"
         records, agg = score_run(task, samples, results)
     finally:
         task.close()
         for state in {id(h._shared): h._shared for h in handles.values()}.values():
             # this run's counts are final: later halvings belong to the runs still going
             state["counters"][:] = [c for c in state["counters"] if c is not counters]
+        if outcome == "interrupted":
+            store.put_invocation(run_key, started=invoked, wall_s=time.perf_counter() - started,
+                                 counts=counters.to_json(), outcome=outcome)
     wall = time.perf_counter() - started
     model_spec = backends["model"].spec if "model" in backends else ""
+    failed = sum(1 for r in records if r.failed)
+    store.put_invocation(run_key, started=invoked, wall_s=wall, counts=counters.to_json(),
+                         outcome="budget" if counters.budget_refusals else "incomplete" if failed else "complete")
     results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,
-                                 versions=options.versions, run_key=run_key)
+                                 versions=options.versions, run_key=run_key, cumulative=store.cumulative(run_key))
     if out_dir is not None:
         write_run(out_dir, records, results_json)
     return RunResult(results_json, records, out_dir, counters)

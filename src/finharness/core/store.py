@@ -87,11 +87,27 @@ MIGRATIONS: list[str] = [
         created REAL NOT NULL
     );
     """,
+    # v2: what each invocation of a run spent, so a resumed run reports its cumulative tokens, calls and wall time
+    """
+    CREATE TABLE invocations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_key TEXT NOT NULL,
+        started REAL NOT NULL,
+        wall_s REAL NOT NULL,
+        counts TEXT NOT NULL,
+        outcome TEXT NOT NULL
+    );
+    CREATE INDEX invocations_by_run ON invocations (run_key);
+    """,
 ]
 
 
 TABLES = frozenset({"calls", "failures", "samples", "runs"})
 """The tables every finharness store has, from v1 on (a SQLite file without them is not one)."""
+
+CUMULATIVE_COUNTS: tuple[str, ...] = ("calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens",
+                                      "reasoning_tokens", "tokens_evaluated")
+"""The counters an invocation row keeps and `cumulative` sums (besides wall time and cost)."""
 
 _CALL_COLUMNS = "key, backend, kind, request, response, latency_s, created"
 _FAILURE_COLUMNS = "key, backend, kind, request, error, attempts, created"
@@ -451,6 +467,35 @@ class RunStore:
     def put_sample(self, run_key: str, sample_id: str, record: Mapping[str, Any]) -> None:
         self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)",
                     (run_key, sample_id, redact(canonical_json(record)), time.time()))
+
+    def put_invocation(self, run_key: str, *, started: float, wall_s: float, counts: Mapping[str, Any],
+                       outcome: str) -> None:
+        """What one invocation of a run spent (its counters, cost when priced) and how it ended; committed at once."""
+        kept = {k: counts[k] for k in (*CUMULATIVE_COUNTS, "cost_usd") if counts.get(k) is not None}
+        self._write("INSERT INTO invocations (run_key, started, wall_s, counts, outcome) VALUES (?,?,?,?,?)",
+                    (run_key, started, wall_s, canonical_json(kept), outcome))
+        self.flush()
+
+    @_reported
+    def cumulative(self, run_key: str) -> dict[str, Any]:
+        """Every invocation of a run summed: {"invocations", "wall_s", each of CUMULATIVE_COUNTS, "cost_usd" (None
+        unless an invocation was priced)}. A store from before v2 knows no invocations: zeros."""
+        with self._lock:
+            self._commit_queued()
+            rows = self._conn.execute("SELECT wall_s, counts FROM invocations WHERE run_key=? ORDER BY id",
+                                      (run_key,)).fetchall()
+        total: dict[str, Any] = {"invocations": len(rows), "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS},
+                                 "cost_usd": None}
+        for wall, text in rows:
+            counts = _row_json(self.path, text, f"an invocation row of run {run_key}",
+                               f"DELETE FROM invocations WHERE run_key={_sql(run_key)}")
+            total["wall_s"] += wall
+            for k in CUMULATIVE_COUNTS:
+                total[k] += int(counts.get(k, 0))
+            if counts.get("cost_usd") is not None:
+                total["cost_usd"] = (total["cost_usd"] or 0.0) + float(counts["cost_usd"])
+        total["wall_s"] = round(total["wall_s"], 3)
+        return total
 
     @_reported
     def get_run(self, run_key: str) -> dict[str, Any] | None:

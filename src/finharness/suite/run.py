@@ -1,0 +1,250 @@
+"""Running a suite: every row for every model, pooled per model on one run store, then UCFE's judging, then
+OUT/suite.json (the manifest the scorecard reads; its fields are described in docs/suite.md).
+
+Layout of OUT: `store.sqlite` (every call of every model, judge and user), `MODEL/ROW/` (each row's run folder, as
+`finharness run` writes it: the same run key, so a row run alone resumes from the suite and the other way round),
+`ucfe/` (matches and judge summaries), `suite.json`, and the scorecard files. A model added in a later invocation
+reuses everything already stored for the others; a crash or Ctrl-C loses only the calls in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..backends import from_spec
+from ..benchmarks.registry import TaskRef, resolve_task
+from ..core.backend import Backend
+from ..core.model import RunCounters
+from ..core.pool import PoolOutcome, run_dir_name, run_pool
+from ..core.runner import RunOptions
+from ..core.store import CUMULATIVE_COUNTS
+from ..core.task import Task
+from ..data.errors import DataError
+from ..data.io import atomic_write_text
+from .spec import Suite, SuiteTask
+
+MANIFEST = "suite.json"
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    """A suite row as it will run: its task, the options it runs with and its label (after any fallback)."""
+
+    spec: SuiteTask
+    """The row as the suite file gives it."""
+
+    ref: TaskRef
+    """The resolved task."""
+
+    options: Mapping[str, Any]
+    """The task options it runs with (the fallback's added where the official data is absent)."""
+
+    label: str
+    """What the scorecard calls it (names the stand-in when the fallback runs)."""
+
+    standin: str | None = None
+    """What stands in for the official data (None: the official data runs)."""
+
+    roles: tuple[str, ...] = ("model",)
+    """The model roles the task needs."""
+
+    def make(self) -> Task:
+        return self.ref.make(dict(self.options))
+
+
+def _standin_name(options: Mapping[str, Any]) -> str:
+    """A stand-in's short name: `standin:cpa` -> `cpa`; otherwise the fallback's options."""
+    for value in options.values():
+        if isinstance(value, str) and value.startswith("standin:"):
+            return value.split(":", 1)[1]
+    return ", ".join(f"{k}={v}" for k, v in options.items())
+
+
+def prepare_rows(suite: Suite, data_root: Path) -> list[PreparedRow]:
+    """Resolve every row's task and check its options now (a bad suite fails before any model loads); a row with a
+    fallback whose official data is absent runs the fallback, named as a stand-in."""
+    rows = []
+    for row in suite.tasks:
+        try:
+            ref = resolve_task(row.task)
+            options: dict[str, Any] = dict(row.options)
+            task = ref.make(options)
+        except (KeyError, ValueError) as err:
+            message = err.args[0] if isinstance(err, KeyError) else str(err)
+            raise ValueError(f"{suite.path}: [[task]] {row.id!r}: {message}") from None
+        label, standin = row.label, None
+        if row.fallback:
+            try:
+                task.load(data_root)
+            except DataError:
+                options.update(row.fallback)
+                standin = _standin_name(row.fallback)
+                label = row.fallback_label or f"{row.label} ({standin} stand-in)"
+                try:
+                    ref.make(options)
+                except ValueError as err:
+                    raise ValueError(f"{suite.path}: [[task]] {row.id!r}: fallback: {err}") from None
+            finally:
+                task.close()
+        rows.append(PreparedRow(row, ref, options, label, standin, tuple(task.roles)))
+    return rows
+
+
+@dataclass
+class SuiteOutcome:
+    """What run_suite did."""
+
+    manifest: dict[str, Any]
+    """suite.json as written."""
+
+    pools: dict[str, PoolOutcome] = field(default_factory=dict)
+    """Each model's pooled run."""
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest["status"] == "complete"
+
+
+ProgressFor = Callable[[str, str], Callable[[RunCounters], None] | None]
+"""(model spec, row id) -> that run's progress callback."""
+
+
+def _needed(rows: Sequence[PreparedRow], role: str) -> list[str]:
+    return [r.spec.id for r in rows if role in r.roles]
+
+
+def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
+              user: str | None, out: Path, options: RunOptions, progress_for: ProgressFor | None = None,
+              judge_progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None) -> SuiteOutcome:
+    """Run every row for every model (one pool per model, rows sharing its slots), judge UCFE, write suite.json.
+
+    A row that cannot run for a model (bad data, a missing role) is in `errors`; the others run on. options: as for
+    run_task, the same for every row except its own size (`limit`/`sample`) and the suite's seed."""
+    for role, spec in (("judge", judge), ("user", user)):
+        if spec is None and _needed(rows, role):
+            raise ValueError(f"rows {_needed(rows, role)} need a model for role {role!r}: give --{role.replace('user', 'user-model')} SPEC")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
+    backends: dict[str, Backend] = {spec: from_spec(spec) for spec in specs}
+    store_path = out / "store.sqlite"
+    outcome = SuiteOutcome(manifest={})
+    errors: dict[str, dict[str, str]] = {}
+    runs: dict[str, dict[str, str]] = {r.spec.id: {} for r in rows}
+    try:
+        for model in models:
+            roles = {"model": backends[model], **({"judge": backends[judge]} if judge else {}),
+                     **({"user": backends[user]} if user else {})}
+            pool = _run_model(rows, model, roles, out, store_path, options, suite.seed, progress_for)
+            outcome.pools[model] = pool
+            for row, task_outcome in zip(rows, pool.tasks):
+                if task_outcome.result is not None:
+                    runs[row.spec.id][model] = str(task_outcome.out_dir.relative_to(out))
+                else:
+                    errors.setdefault(model, {})[row.spec.id] = f"{type(task_outcome.error).__name__}: {task_outcome.error}"
+            if pool.bugs:
+                raise pool.bugs[0]
+        ucfe = None
+        ucfe_rows = [r for r in rows if r.ref.name == "ucfe" and all(m in runs[r.spec.id] for m in models)]
+        if ucfe_rows and judge:
+            from .ucfe import judge_suite_dialogues
+
+            ucfe = judge_suite_dialogues(ucfe_rows[0], {m: out / runs[ucfe_rows[0].spec.id][m] for m in models},
+                                         judge_backend=backends[judge], judge=judge, out=out, store_path=store_path,
+                                         data_root=options.data_dir, concurrency=options.concurrency,
+                                         spending=options.spending, progress=judge_progress)
+    finally:
+        for backend in backends.values():
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+    manifest = build_manifest(suite, rows, models=models, judge=judge, user=user, out=out, options=options,
+                              runs=runs, errors=errors, ucfe=ucfe, wall_s=time.perf_counter() - started,
+                              store_path=store_path)
+    atomic_write_text(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
+    outcome.manifest = manifest
+    return outcome
+
+
+def _run_model(rows: Sequence[PreparedRow], model: str, roles: Mapping[str, Backend], out: Path, store_path: Path,
+               options: RunOptions, seed: int, progress_for: ProgressFor | None) -> PoolOutcome:
+    """One model's rows in OUT/MODEL/ROW/. run_pool takes one RunOptions for all its tasks but rows differ in size:
+    rows of one size pool together, sizes one after another (a suite has a handful)."""
+    folder = out / run_dir_name(model)
+    started = time.time()
+    by_size: dict[tuple[int | None, int | None], list[int]] = {}
+    for i, row in enumerate(rows):
+        by_size.setdefault((row.spec.limit, row.spec.sample), []).append(i)
+    outcomes: list[Any] = [None] * len(rows)
+    wall = 0.0
+    for (limit, sample), indices in by_size.items():
+        pool = run_pool([rows[i].spec.id for i in indices], [rows[i].make() for i in indices], roles, out=folder,
+                        store_path=store_path, options=replace(options, limit=limit, subset=sample, seed=seed),
+                        started=started,
+                        progress_for=(lambda name: progress_for(model, name)) if progress_for else None)
+        wall += pool.wall_s
+        for i, task_outcome in zip(indices, pool.tasks):
+            outcomes[i] = task_outcome
+    return PoolOutcome(outcomes, wall)
+
+
+def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None}
+    for part in parts:
+        for key in ("invocations", "wall_s", *CUMULATIVE_COUNTS):
+            total[key] += part.get(key) or 0
+        if part.get("cost_usd") is not None:
+            total["cost_usd"] = (total["cost_usd"] or 0.0) + part["cost_usd"]
+    total["wall_s"] = round(total["wall_s"], 3)
+    return total
+
+
+def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
+                   user: str | None, out: Path, options: RunOptions, runs: Mapping[str, Mapping[str, str]],
+                   errors: Mapping[str, Mapping[str, str]], ucfe: Mapping[str, Any] | None, wall_s: float,
+                   store_path: Path) -> dict[str, Any]:
+    """suite.json: what ran, where each run is, what each model spent over every invocation (docs/suite.md)."""
+    by_model: dict[str, dict[str, Any]] = {}
+    statuses = []
+    for model in models:
+        parts = []
+        for row in rows:
+            folder = runs[row.spec.id].get(model)
+            if folder is None:
+                statuses.append("missing")
+                continue
+            results = json.loads((out / folder / "results.json").read_text(encoding="utf-8"))
+            statuses.append(results["status"])
+            parts.append(results.get("cumulative") or {})
+        by_model[model] = _sum_counts(parts)
+    if ucfe is not None:
+        by_model.setdefault("judge", {})
+        by_model["judge"] = _sum_counts([ucfe.get("cumulative") or {}])
+    spending = options.spending
+    status = ("budget" if spending is not None and spending.reached else
+              "complete" if all(s == "complete" for s in statuses) and not errors else "incomplete")
+    prices = {} if spending is None else {k: {"input": p.input, "output": p.output}
+                                          for k, p in spending.prices.items()}
+    return {
+        "suite": suite.name, "suite_file": str(suite.path), "description": suite.description,
+        "models": list(models), "judge": judge, "user": user,
+        "data_dir": None if options.data_dir is None else str(options.data_dir), "store": str(store_path),
+        "seed": suite.seed, "prices": prices,
+        "rows": [{"id": r.spec.id, "benchmark": r.spec.benchmark, "label": r.label, "task": r.ref.label,
+                  "options": dict(r.options), "standin": r.standin, "judged": "judge" in r.roles or r.ref.name == "ucfe",
+                  "paper": r.spec.paper, "limit": r.spec.limit, "sample": r.spec.sample,
+                  "runs": dict(runs[r.spec.id])} for r in rows],
+        "errors": {m: dict(e) for m, e in errors.items()},
+        **({"ucfe": dict(ucfe)} if ucfe is not None else {}),
+        "cumulative": _sum_counts(list(by_model.values())),
+        "by_model": by_model,
+        "wall_s": round(wall_s, 3),
+        "status": status,
+    }
+
+
+__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "prepare_rows", "run_suite"]

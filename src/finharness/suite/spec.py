@@ -1,0 +1,197 @@
+"""A suite file: a small TOML naming each task of a suite with its options and its size.
+
+    name = "my-suite"
+    description = "CFinBench and the demo, small"
+
+    [prices]                                   # USD per million tokens, input and output (optional)
+    "gpt-4o" = [2.5, 10.0]
+
+    [[task]]
+    id = "cfinbench"                           # unique; the run folder's name (default: the task's)
+    benchmark = "CFinBench"                    # the scorecard's column group
+    task = "cfinbench"                         # a task spec, as `finharness run` takes it
+    options = { shots = 0, method = "gen" }    # the task's options (`finharness list TASK`)
+    sample = 40                                # a seeded random subset of N items (or `limit`: the first N)
+    fallback = { exam = "standin:cpa" }        # options used where the official data is absent (a stand-in)
+    paper = "0-shot, generation, official extraction"   # which configuration of the paper this is
+
+Three suites ship with the package (`quick`, `standard`, `full`, in suite/suites/); any other path is a suite of
+the user's own. A suite that cannot be read is an error naming the file and what is wrong (unknown keys with the
+closest known one, a task that does not exist, options the task does not take).
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.spending import Price
+
+SUITES_DIR = Path(__file__).with_name("suites")
+"""The suites that ship with the package."""
+
+SUITE_KEYS = ("name", "description", "seed", "prices", "task")
+TASK_KEYS = ("id", "benchmark", "task", "label", "options", "limit", "sample", "fallback", "fallback_label",
+             "paper")
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be used: the message names the file and what to change."""
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    """One row of a suite: a task with its options and size."""
+
+    id: str
+    """Unique within the suite: the run folder's name and the scorecard row's key."""
+
+    benchmark: str
+    """The benchmark the row belongs to (the scorecard groups rows by it)."""
+
+    task: str
+    """The task spec (a built-in name, an entry point, FILE.py:Class)."""
+
+    label: str
+    """What the scorecard calls the row."""
+
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The task's options."""
+
+    limit: int | None = None
+    """The first N items."""
+
+    sample: int | None = None
+    """A random subset of N items, seeded by the suite's seed."""
+
+    fallback: Mapping[str, Any] | None = None
+    """Options that replace or add to `options` where the official data is absent: the row runs a stand-in."""
+
+    fallback_label: str | None = None
+    """The row's label when the fallback runs (default: `label (stand-in)`)."""
+
+    paper: str | None = None
+    """Which configuration of the paper the row reproduces (said in the docs and the scorecard)."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite file, read and checked."""
+
+    name: str
+    """The suite's name."""
+
+    path: Path
+    """Where it was read from."""
+
+    tasks: tuple[SuiteTask, ...]
+    """Its rows, in file order."""
+
+    description: str = ""
+    """One line for people."""
+
+    seed: int = 0
+    """Seeds every row's `sample`."""
+
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """USD per million tokens by model spec or name (`--price` adds to and overrides them)."""
+
+
+def bundled() -> list[str]:
+    """The names of the suites that ship with the package."""
+    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def suite_path(name_or_path: str) -> Path:
+    """A bundled suite's file, or a path to a suite file; an unknown name is a SuiteError naming the known ones."""
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise SuiteError(f"{path}: no such suite file")
+        return path
+    known = bundled()
+    if name_or_path in known:
+        return SUITES_DIR / f"{name_or_path}.toml"
+    close = difflib.get_close_matches(name_or_path, known, n=1)
+    raise SuiteError(f"unknown suite {name_or_path!r}; the suites that ship: {', '.join(known)}"
+                     + (f" (did you mean {close[0]!r}?)" if close else "") + ", or a path to a suite file (.toml)")
+
+
+def _unknown(where: str, given: Mapping[str, Any], known: Sequence[str]) -> None:
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        close = {k: difflib.get_close_matches(k, list(known), n=1) for k in unknown}
+        hints = "; ".join(f"did you mean {c[0]!r} for {k!r}?" for k, c in close.items() if c)
+        raise SuiteError(f"{where}: unknown key(s) {unknown}; known: {', '.join(known)}"
+                         + (f" ({hints})" if hints else ""))
+
+
+def _expect(where: str, key: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
+        raise SuiteError(f"{where}: {key} must be {what}, not {value!r}")
+    return value
+
+
+def _prices(path: Path, raw: Any) -> dict[str, Price]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path}: [prices] must be a table of MODEL = [INPUT, OUTPUT] (USD per million tokens)")
+    out = {}
+    for model, pair in raw.items():
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair)):
+            raise SuiteError(f"{path}: [prices] {model!r} must be [INPUT, OUTPUT], two non-negative USD amounts per "
+                             f"million tokens, not {pair!r}")
+        out[str(model)] = Price(float(pair[0]), float(pair[1]))
+    return out
+
+
+def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
+    where = f"{path}: [[task]] number {index + 1}"
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{where}: must be a table")
+    _unknown(where, raw, TASK_KEYS)
+    if not isinstance(raw.get("task"), str) or not raw["task"]:
+        raise SuiteError(f"{where}: needs task = \"NAME\" (a task spec, see `finharness list`)")
+    where = f"{path}: [[task]] {raw.get('id', raw['task'])!r}"
+    for key in ("id", "benchmark", "label", "fallback_label", "paper"):
+        _expect(where, key, raw.get(key), str, "text")
+    for key in ("options", "fallback"):
+        _expect(where, key, raw.get(key), dict, "a table of task options")
+    for key in ("limit", "sample"):
+        if _expect(where, key, raw.get(key), int, "a whole number") is not None and raw[key] < 1:
+            raise SuiteError(f"{where}: {key} must be at least 1")
+    if raw.get("limit") is not None and raw.get("sample") is not None:
+        raise SuiteError(f"{where}: give limit or sample, not both")
+    row_id = raw.get("id") or raw["task"].replace("/", "_")
+    if row_id in seen:
+        raise SuiteError(f"{where}: id {row_id!r} is used twice; give each row an id of its own")
+    seen.add(row_id)
+    label = raw.get("label") or row_id
+    return SuiteTask(id=row_id, benchmark=raw.get("benchmark") or label, task=raw["task"], label=label,
+                     options=dict(raw.get("options") or {}), limit=raw.get("limit"), sample=raw.get("sample"),
+                     fallback=raw.get("fallback"), fallback_label=raw.get("fallback_label"), paper=raw.get("paper"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """Read and check a suite (a bundled name or a file); a problem is a SuiteError naming the file."""
+    path = suite_path(name_or_path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise SuiteError(f"{path}: not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SuiteError(f"{path}: cannot be read: {err}") from None
+    _unknown(str(path), raw, SUITE_KEYS)
+    rows = raw.get("task")
+    if not isinstance(rows, list) or not rows:
+        raise SuiteError(f"{path}: a suite needs at least one [[task]]")
+    seen: set[str] = set()
+    tasks = tuple(_task(path, i, row, seen) for i, row in enumerate(rows))
+    seed = _expect(str(path), "seed", raw.get("seed", 0), int, "a whole number")
+    return Suite(name=str(raw.get("name") or path.stem), path=path, tasks=tasks,
+                 description=str(raw.get("description") or ""), seed=seed, prices=_prices(path, raw.get("prices")))

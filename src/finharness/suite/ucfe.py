@@ -1,0 +1,89 @@
+"""UCFE inside a suite: the dialogues each model had are judged, item by item, against the released GPT-4o
+dialogues of the same items (the reference every model meets) and against each other model's, by the suite's
+judge in both orders; the matches go to OUT/ucfe/matches.jsonl, one summary per pair beside them, and the
+scorecard rates them (Bradley–Terry). Judge calls go through the suite's run store: a rerun judges nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..backends import open_model
+from ..benchmarks.ucfe.data import DialogueSource, load_dialogues, load_items, resolve_bench_file
+from ..benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
+from ..core.backend import Backend
+from ..core.model import RunCounters
+from ..core.pool import run_dir_name
+from ..core.spending import Spending
+from ..core.store import RunStore
+from ..data.errors import DataError
+from ..data.io import atomic_write_text
+from ..data.registry import resolve_data_dir
+from ..rating.matches import write_matches
+
+REFERENCE_NAME = "gpt-4o (released)"
+"""The name the released GPT-4o dialogues (DATA_ROOT/ucfe/log/*gpt-4o*.json) play under."""
+UCFE_DIR = "ucfe"
+
+
+def reference_log(data_root: Path) -> Path:
+    """The released GPT-4o dialogues of UCFE under the data root."""
+    found = sorted((data_root / "ucfe" / "log").glob("*gpt-4o*.json"))
+    if not found:
+        raise DataError("no released GPT-4o dialogues (ucfe/log/*gpt-4o*.json) to judge the models against",
+                        path=data_root / "ucfe" / "log", hint="`finharness data pull ucfe` puts them there")
+    return found[-1]
+
+
+def judge_suite_dialogues(row: Any, run_dirs: Mapping[str, Path], *, judge_backend: Backend, judge: str, out: Path,
+                          store_path: Path, data_root: Path | None, concurrency: int | None = None,
+                          spending: Spending | None = None, progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None
+                          ) -> dict[str, Any]:
+    """Judge every model's UCFE dialogues against the reference and against each other; returns suite.json's
+    `ucfe` entry (matches file, summaries, the judge's cumulative calls and tokens)."""
+    root = resolve_data_dir(data_root)
+    sides: dict[str, DialogueSource] = {model: load_dialogues(path) for model, path in run_dirs.items()}
+    reference = load_dialogues(reference_log(root))
+    task_keys = row.options.get("tasks") or None
+    if isinstance(task_keys, str):
+        task_keys = [t.strip() for t in task_keys.split(",") if t.strip()]
+    items = load_items(resolve_bench_file(root), task_keys)
+    folder = out / UCFE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    pairs = [(model, REFERENCE_NAME) for model in sides] + list(itertools.combinations(sides, 2))
+    matches, summaries = [], []
+    counters = RunCounters()
+    settings = JudgeSettings(mode="both-orders")
+    with RunStore(store_path) as store:
+        handle = open_model(judge_backend, store, role="judge", counters=counters, concurrency=concurrency,
+                            spending=spending)
+        for a, b in pairs:
+            side_a, side_b = sides[a], reference if b == REFERENCE_NAME else sides[b]
+            wanted = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
+            counters.samples_total += len(wanted)
+            pair_judge = PairJudge(handle, settings, name_a=a, name_b=b)
+            tick = progress(f"ucfe judge: {a} vs {b}") if progress else None
+
+            def on_item() -> None:
+                counters.samples_done += 1
+                if tick is not None:
+                    tick(counters)
+
+            report = asyncio.run(pair_judge.run(wanted, side_a, side_b, progress=on_item))
+            matches += report.matches
+            name = f"{run_dir_name(a)[:60]}__{run_dir_name(b)[:60]}.summary.json"
+            result = summary(report, pair_judge.settings, judge=judge, name_a=a, name_b=b, counters=counters)
+            atomic_write_text(folder / name, json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+            summaries.append(f"{UCFE_DIR}/{name}")
+        cumulative = {"invocations": 1, "calls": counters.calls, "cache_hits": counters.cache_hits,
+                      "failures": counters.failures, "prompt_tokens": counters.prompt_tokens,
+                      "completion_tokens": counters.completion_tokens, "reasoning_tokens": counters.reasoning_tokens,
+                      "tokens_evaluated": counters.tokens_evaluated, "cost_usd": counters.cost_usd}
+    write_matches(matches, folder / "matches.jsonl")
+    return {"row": row.spec.id, "matches": f"{UCFE_DIR}/matches.jsonl", "reference": REFERENCE_NAME,
+            "reference_file": str(reference.path), "judge": judge, "mode": settings.mode, "summaries": summaries,
+            "failed_calls": counters.failures, "cumulative": cumulative}
