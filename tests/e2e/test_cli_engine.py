@@ -105,7 +105,7 @@ def test_unknown_task_and_option_are_clear_errors(tmp_path: Path):
     proc = cli("run", "nosuchtask", "--model", "fake", cwd=tmp_path)
     assert proc.returncode == 2 and "unknown task 'nosuchtask'" in proc.stderr
     proc = cli("run", "demo", "--model", "fake", "--shots", "3", cwd=tmp_path)
-    assert proc.returncode == 2 and "does not take option" in proc.stderr
+    assert proc.returncode == 2 and "unknown option(s) ['shots']" in proc.stderr
 
 
 def test_replay_answers_from_a_recorded_store(tmp_path: Path):

@@ -68,7 +68,7 @@ def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
     declares (core/options.py; an unknown option or a bad value is a ValueError naming the allowed ones), or,
     for a task of the user's own that declares none, checked against the keywords of its `__init__`."""
     given = {k: v for k, v in options.items() if v is not None}
-    if cls.Options is not None:
+    if cls.takes_settings():
         return cls(cls.parse_options(given))
     if takes_any_keyword(cls):
         return cls(**given)
@@ -77,9 +77,21 @@ def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
 
 
 def unknown_task(spec: str) -> KeyError:
+    """The error of a task spec that names nothing: the benchmark's tasks when it names a benchmark
+    (`bizbench`), else the closest task names."""
+    import difflib
+
+    members = sorted(name for name in TASKS if name.startswith(spec.rstrip("/") + "/"))
+    if members:
+        return KeyError(f"{spec!r} is a benchmark of {len(members)} tasks: {', '.join(members)}; name the tasks to "
+                        f"run (e.g. `finharness run {members[0]}`, several pool in one run) or run the whole suite "
+                        "(`finharness suite quick`)")
+    close = difflib.get_close_matches(spec, sorted(TASKS), n=3)
     known = ", ".join(sorted(TASKS))
-    return KeyError(f"unknown task {spec!r}; known tasks: {known} (see `finharness list`), an installed "
-                    f"entry point of group {TASK_GROUP!r}, or a file as path/to/task.py:ClassName")
+    return KeyError(f"unknown task {spec!r}" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close
+                                                 else "")
+                    + f"; known tasks: {known} (see `finharness list`), an installed entry point of group "
+                    f"{TASK_GROUP!r}, or a file as path/to/task.py:ClassName")
 
 
 def resolve_task(spec: str) -> TaskRef:

@@ -114,6 +114,27 @@ def dispatch_order(samples: Sequence[Sample], slots: int) -> list[Sample]:
     return sorted(samples, key=lambda s: input_size(s.input), reverse=True)
 
 
+def select_samples(task: Task, options: RunOptions) -> list[Sample]:
+    """The samples a run of `task` solves: loaded, their ids checked, then the seeded subset (kept in the task's
+    order; stratification is left to the task's own options) and the limit."""
+    samples = task.load(options.data_dir)
+    check_unique_ids(samples, task.name)
+    if options.subset is not None and options.subset < len(samples):
+        keep = set(random.Random(options.seed).sample(range(len(samples)), options.subset))
+        samples = [s for i, s in enumerate(samples) if i in keep]
+    if options.limit is not None:
+        samples = samples[:options.limit]
+    return samples
+
+
+def run_config(task: Task, identities: Mapping[str, Any], options: RunOptions, fingerprint: str) -> RunConfig:
+    """What a run's key is made from: the task's config, each role's model identity, the selection and budget, the
+    samples' and the harness's fingerprints."""
+    return RunConfig(task=task.name, task_config=dict(task.run_config()), models=dict(identities),
+                     budget=options.budget, limit=options.limit, subset=options.subset, seed=options.seed,
+                     samples_sha256=fingerprint, code_sha256=code_fingerprint())
+
+
 SampleExecutor = Callable[[str, Sequence[Sample], RunStore, RunCounters, Callable[[RunCounters], None] | None],
                           Awaitable[Mapping[str, dict[str, Any]]]]
 """Solves a run's pending samples elsewhere: (run_key, pending, store, counters, progress) -> raw
@@ -139,16 +160,9 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     if missing:
         raise ValueError(f"task {task.name!r} needs model(s) for role(s) {missing} "
                          f"(--judge SPEC / --user-model SPEC)")
-    samples = task.load(options.data_dir)
-    check_unique_ids(samples, task.name)
-    limit, subset, seed, budget = options.limit, options.subset, options.seed, options.budget
-    if subset is not None and subset < len(samples):
-        # a seeded random subset, kept in the task's order (stratification left to the task's own options)
-        keep = set(random.Random(seed).sample(range(len(samples)), subset))
-        samples = [s for i, s in enumerate(samples) if i in keep]
-    if limit is not None:
-        samples = samples[:limit]
+    samples = select_samples(task, options)
     fingerprint = samples_fingerprint(samples)  # of the whole selection, in a shard too: one run key
+    budget = options.budget
     if only_ids is not None:
         wanted = set(only_ids)
         samples = [s for s in samples if s.id in wanted]
@@ -157,10 +171,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     handles = {role: CachedModel(b, store, counters, role=role, retry=options.retry, budget=budget,
                                  spending=options.spending, _shared=model_state(shared, b, options.concurrency))
                for role, b in backends.items() if role in task.roles}
-    config = RunConfig(task=task.name, task_config=dict(task.run_config()),
-                       models={role: h.identity for role, h in handles.items()}, budget=budget, limit=limit,
-                       subset=subset, seed=seed, samples_sha256=fingerprint,
-                       code_sha256=code_fingerprint())
+    config = run_config(task, {role: h.identity for role, h in handles.items()}, options, fingerprint)
     run_key = content_key(config.to_json())
     store.put_run(run_key, config.to_json())
     done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}
@@ -215,8 +226,11 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
             # this run's counts are final: later halvings belong to the runs still going
             state["counters"][:] = [c for c in state["counters"] if c is not counters]
         if outcome == "interrupted":
-            store.put_invocation(run_key, started=invoked, wall_s=time.perf_counter() - started,
-                                 counts=counters.to_json(), outcome=outcome)
+            try:
+                store.put_invocation(run_key, started=invoked, wall_s=time.perf_counter() - started,
+                                     counts=counters.to_json(), outcome=outcome)
+            except StoreError:  # the store's own failure interrupted the run: that error is the one to show
+                pass
     wall = time.perf_counter() - started
     model_spec = backends["model"].spec if "model" in backends else ""
     failed = sum(1 for r in records if r.failed)

@@ -468,6 +468,7 @@ class RunStore:
         self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)",
                     (run_key, sample_id, redact(canonical_json(record)), time.time()))
 
+    @_reported
     def put_invocation(self, run_key: str, *, started: float, wall_s: float, counts: Mapping[str, Any],
                        outcome: str) -> None:
         """What one invocation of a run spent (its counters, cost when priced) and how it ended; committed at once."""

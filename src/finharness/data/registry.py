@@ -233,8 +233,11 @@ def get(name: str) -> DatasetSource:
     for dataset in load_registry():
         if dataset.name == name:
             return dataset
-    raise DataError(f"unknown dataset {name!r}; known datasets: {', '.join(names())}",
-                    hint="see `finharness data list`")
+    import difflib
+
+    close = difflib.get_close_matches(name, names(), n=1)
+    raise DataError(f"unknown dataset {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + f"; known datasets: {', '.join(names())}", hint="see `finharness data list`")
 
 
 def cache_dir() -> Path:
