@@ -317,6 +317,17 @@ def test_build_judge_expected_with_a_judge_without_logprobs_says_so(build, tmp_p
     assert "expected_coverage" not in official
 
 
+def test_build_judge_fits_a_prompt_over_the_judge_s_window_and_says_so_in_the_row(build, tmp_path):
+    small = FakeBackend("small-judge", name="small-judge", reply=json.dumps(VERDICT), context_length=2560)
+    _, judged = _judge_again(build, tmp_path, small, "official")
+    assert judged and all(row["scores"]["correctness"] == 4 for row in judged)  # every prompt judged
+    cut = [row["prompt_cut"] for row in judged if "prompt_cut" in row]
+    assert cut and all(set(c) & {"trading_context", "fundamental_context"} for c in cut)  # contexts go first
+    _, whole = _judge_again(build, tmp_path / "roomy", FakeBackend("roomy", name="roomy",
+                                                                     reply=json.dumps(VERDICT)), "official")
+    assert not any("prompt_cut" in row for row in whole)
+
+
 def test_an_unknown_judge_scoring_is_refused(build, tmp_path):
     result = CliRunner().invoke(app, ["fintradebench", "build", "judge", "--judge", "fake", "--judge-scores", "mean",
                                       "--out", str(tmp_path / "out")])

@@ -30,7 +30,7 @@ from ....data.errors import DataError
 from ....data.io import atomic_write_text, iter_jsonl, read_json, require_key, write_jsonl
 from ....util import natural_key
 from ..ideal import MarketData
-from ..judge import judge_answer, judge_messages, reads_expected
+from ..judge import fitted_judge_messages, judge_answer, reads_expected
 from ..questions import CATEGORIES, GROUPS, Question
 from .audit import AnswerAudit, AuditScope, Knowledge, audit_answer
 from .calibration import JUDGE_SCORE_KEYS, SCORINGS, rubric_example
@@ -344,16 +344,17 @@ async def judge_phase(session: BuildSession, judge: Mapping[str, Backend], all_c
     async def work(row: Mapping[str, Any]) -> dict[str, Any]:
         question = questions[row["question_id"]]
         trading, fundamental = await session.context(question)
-        messages = judge_messages(question=question.question, golden=question.golden_indicators,
-                                  gold_answer=question.gold_answer, answer=row["text"], model=row["model"],
-                                  mode="ideal", trading_context=trading, fundamental_context=fundamental)
+        messages, cuts = fitted_judge_messages(handle, question=question.question, golden=question.golden_indicators,
+                                               gold_answer=question.gold_answer, answer=row["text"], model=row["model"],
+                                               mode="ideal", trading_context=trading, fundamental_context=fundamental)
         judgment = await judge_answer(handle, messages, expected=expected)
         verdict = judgment.verdict
         scores = ({key: verdict.scores.get(source) for key, source in JUDGE_SCORE_KEYS.items()}
                   if verdict.parsed else None)
         judged = {"judge": spec, "scores": scores, "golden_found": verdict.found_count,
                   "total_golden": verdict.total_golden, "found_indicators": list(verdict.found_indicators),
-                  "attempts": judgment.attempts, "error": verdict.error}
+                  "attempts": judgment.attempts, "error": verdict.error,
+                  **({"prompt_cut": cuts} if cuts else {})}  # the prompt did not fit the judge's window (fitting.py)
         if expected:  # official builds write what they always wrote
             read = judgment.expected
             judged["expected_scores"] = (None if read is None or scores is None else
