@@ -4,7 +4,7 @@ A test that needs an outside requirement (shared data, bubblewrap, the browser, 
 `skip_or_fail(NAME, problem)` or carries `requires(NAME, problem)`: it skips with the problem as
 its reason, and fails instead under `FINHARNESS_REQUIRE_<NAME>=1`. `FINHARNESS_REQUIRE_ALL=1`
 (set by `.ci/run`) requires every NAME and also fails any other skip, so a CI run shows 0 skipped.
-Names: SHARED, BWRAP, KERNEL (seccomp + Landlock), BROWSER, RAY.
+Names: SHARED, BWRAP, KERNEL (seccomp + Landlock), MEMCG (a memory cgroup), BROWSER, RAY.
 """
 
 from __future__ import annotations

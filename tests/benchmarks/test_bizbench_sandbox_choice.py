@@ -83,3 +83,22 @@ def test_auto_records_the_kernel_layers_where_they_run():
         assert task.runner.record() == {"choice": "auto", "isolation": result.isolation, "executions": 1}
     finally:
         task.close()
+
+
+def test_report_rows_show_the_isolation(tmp_path):
+    from pathlib import Path
+
+    from finharness.benchmarks.bizbench.report import bizbench_section
+    from finharness.report.runs import RunData
+
+    def run(name: str, sandbox: dict | None) -> RunData:
+        results = {"task": "bizbench/codetatqa", "model": name, "metrics": {"accuracy": {"value": 0.5, "n": 2}},
+                   "extra": {} if sandbox is None else {"sandbox": sandbox}}
+        return RunData(Path(tmp_path / name), results, ())
+
+    html = str(bizbench_section([run("a", {"choice": "unsafe", "isolation": "unsafe+rlimits+audit"}),
+                                 run("b", {"choice": "auto", "isolation": "bwrap+seccomp+landlock+audit"}),
+                                 run("c", None)]))
+    assert '<th scope="col">isolation</th>' in html
+    assert "<td>unsafe+rlimits+audit</td>" in html and "<td>bwrap+seccomp+landlock+audit</td>" in html
+    assert "<td>—</td>" in html  # a run that ran no program

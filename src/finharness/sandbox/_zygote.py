@@ -788,11 +788,15 @@ def main() -> None:
     with open("/proc/self/statm") as statm:
         address_space_mb = int(statm.read().split()[0]) * resource.getpagesize() / 2**20
     if config.get("landlock") or config.get("seccomp"):
-        _kernel = _KernelLayers(_libc, config.get("landlock"), config.get("seccomp"), config.get("seccomp_nr"))
-        _kernel.check()
-        # Made before the file system closes: without bubblewrap the scratch directory is read-only then.
-        os.makedirs(os.path.join(config["scratch_dir"], "job"), 0o700, exist_ok=True)
-        _kernel.restrict_files()
+        try:
+            _kernel = _KernelLayers(_libc, config.get("landlock"), config.get("seccomp"), config.get("seccomp_nr"))
+            _kernel.check()
+            # Made before the file system closes: without bubblewrap the scratch directory is read-only then.
+            os.makedirs(os.path.join(config["scratch_dir"], "job"), 0o700, exist_ok=True)
+            _kernel.restrict_files()
+        except OSError as exc:  # stderr is /dev/null by now: the parent hears why in the ready frame
+            write_frame(proto_out, {"ready": False, "error": f"kernel layers: {exc}"})
+            return
     child = _Prepared(config)
     write_frame(proto_out, {"ready": True, "pid": os.getpid(), "uid": os.getuid(),
                             "pid_namespace": config["pid_namespace"], "address_space_mb": address_space_mb,

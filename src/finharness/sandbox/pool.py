@@ -103,8 +103,7 @@ class _Worker:
         try:
             reply = self._receive(time.monotonic() + timeout_s)
         except (_WorkerLost, TimeoutError) as exc:
-            self.process.wait(timeout=5) if self.process.poll() is None and isinstance(exc, _WorkerLost) else None
-            tail = self.stderr_tail()
+            tail = self.stderr_tail()  # before stop() closes it
             self.stop()
             raise SandboxStartError(f"sandbox worker failed to start ({exc}); its stderr:\n{tail}") from exc
         if not reply.get("ready"):

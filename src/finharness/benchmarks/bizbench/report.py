@@ -42,16 +42,24 @@ def failure_class_counts(run: RunData) -> Counter[str]:
     return classes
 
 
+def sandbox_isolation(run: RunData) -> str:
+    """The layers the run's programs ran under (extra.sandbox.isolation), '—' for a task that runs none."""
+    sandbox = (run.results.get("extra") or {}).get("sandbox") or {}
+    return sandbox.get("isolation") or "—"
+
+
 def bizbench_section(runs: Sequence[RunData]) -> Markup:
     names = display_names(runs)
     labels = {r.path: f"{r.task.removeprefix('bizbench/')} · {names[r.path]}" for r in runs}
     chart = bar_chart("BizBench headline per task",
                       [BarGroup(labels[r.path], (metric_bar(r, r.headline) if r.headline else None,)) for r in runs],
                       percent=all(is_percent_metric(r.headline or "", r.metric(r.headline or "")) for r in runs))
-    rows = [[r.task, names[r.path], r.headline or "—", value_cell(r.metric(r.headline or ""))] for r in runs]
+    rows = [[r.task, names[r.path], sandbox_isolation(r), r.headline or "—", value_cell(r.metric(r.headline or ""))]
+            for r in runs]
     counts = {r.path: failure_class_counts(r) for r in runs}
     classes = sorted({c for cs in counts.values() for c in cs}, key=lambda c: -sum(cs[c] for cs in counts.values()))
-    parts = [subsection("Per task", figure(chart), table(["task", "model", "headline", "value"], rows, numeric_from=3))]
+    parts = [subsection("Per task", figure(chart), table(["task", "model", "isolation", "headline", "value"], rows,
+                                                         numeric_from=4))]
     if classes:
         top = max(max(cs.values(), default=0) for cs in counts.values()) or 1
         cells = [[Cell(counts[r.path].get(c, 0), text=str(counts[r.path].get(c, 0)),
