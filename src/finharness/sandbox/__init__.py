@@ -31,8 +31,9 @@ Isolation is enforced by the kernel in every kind of worker; the layers in force
   or new namespaces, no bpf, keyrings, io_uring, userfaultfd, perf events or
   personality changes, no setting of its own limits; a call of another
   architecture (int 0x80) kills the job. Refusals fail with EPERM.
-- ``landlock`` (every job, where the kernel has it; probed ABI): the file
-  system closed by the kernel: read-only the Python installation, the venv
+- ``landlock`` (where the kernel has it; probed ABI): the worker closes its
+  own file system before its first fork, so every job is born in that
+  domain: read-only the Python installation, the venv
   and the system libraries, a few devices; read-write the scratch directory
   (read-only without bubblewrap); nothing else, /proc included. From ABI 4
   TCP connect/bind are refused too, from ABI 6 signals to processes outside
