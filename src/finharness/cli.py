@@ -129,6 +129,14 @@ def run(
                                           "(default $RAY_ADDRESS, else a new local cluster)."),
     shards: Optional[int] = typer.Option(None, min=1, help="Shards (Ray tasks) for --executor ray "
                                          "(default one per CPU of the cluster)."),
+    temperature: Optional[float] = typer.Option(None, min=0, help="Sampling temperature of the model under test "
+                                                "instead of each task's (in the run key)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Answer budget of the model under "
+                                             "test instead of each task's (in the run key)."),
+    system: Optional[str] = typer.Option(None, help="System message of the model under test instead of the task's "
+                                         "(in the run key)."),
+    draws: int = typer.Option(1, min=1, help="Answers per item (sampled: with --temperature > 0): metrics get the "
+                              "item-clustered interval and the share of variance from sampling."),
     price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a "
                                     "model (its spec or name; repeatable): results carry the cost."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
@@ -137,6 +145,10 @@ def run(
                                                 "would take the tokens of every role past N; rerun to resume."),
     no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks "
                                  "that pull on first use fail instead); same as FINHARNESS_NO_PULL=1."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per task and role the items, calls, "
+                                 "prompt and completion tokens, what is stored, the cost at --price and the "
+                                 "smallest difference the items detect (docs/plan.md)."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
@@ -192,13 +204,22 @@ def run(
     except SpecError as err:
         fail(str(err))
     started = time.time()
-    out.mkdir(parents=True, exist_ok=True)
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()
     spending = make_spending(price, max_cost, budget_tokens)
+    from .core.model import GenerationOverrides
+
     run_options = RunOptions(data_dir=resolved_data_dir, limit=limit, subset=subset, concurrency=concurrency,
                              seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions,
+                             generation=GenerationOverrides(temperature, max_tokens, system, seed), draws=draws,
                              spending=spending)
+    if dry_run:
+        from .suite.plan import plan_run
+
+        _show_plan(lambda: plan_run(tasks, refs, task_objs, backends, store_path, run_options,
+                                    spending.prices if spending else {}), as_json)
+        return
+    out.mkdir(parents=True, exist_ok=True)
     if len(tasks) > 1:
         with interrupted_says(store_path) as seen, \
                 LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
@@ -229,6 +250,21 @@ def run(
     stop_if_budget_reached(spending)
     if result.results["status"] != "complete":
         raise typer.Exit(1)
+
+
+def _show_plan(make: Any, as_json: bool) -> None:
+    """A dry run's plan (suite/plan.py), printed as tables or JSON; bad input is an error: line."""
+    from .core.pool import INPUT_ERRORS
+    from .suite.plan import plan_json, print_plan
+
+    try:
+        plan = make()
+    except INPUT_ERRORS as err:
+        fail(str(err))
+    if as_json:
+        typer.echo(json.dumps(plan_json(plan), ensure_ascii=False, indent=2))
+    else:
+        print_plan(plan)
 
 
 BUDGET_EXIT = 3
@@ -390,6 +426,17 @@ def _print_results(results: dict[str, Any]) -> None:
         # the distinct reasons calls failed for good, so a crash or a refusal is read here, not looked for
         for message in dict.fromkeys(c.get("failure_examples") or []):
             console.print(f"failed call: {message}", highlight=False, soft_wrap=True)
+    draws = results.get("draws")
+    if draws:
+        for name, m in draws["metrics"].items():
+            share = m["variance"].get("sampling_share")
+            console.print(f"{name} over {draws['k']} draws per item: {m['value']:.4f} [{m['ci95'][0]:.4f}, "
+                          f"{m['ci95'][1]:.4f}] items {m['n']} ({m['method']}); share of its variance from sampling "
+                          + ("—" if share is None else f"{share:.2f}"), highlight=False)
+        for key, label in (("majority", "majority vote"), ("pass_at_k", f"pass@{draws['k']}")):
+            if draws.get(key):
+                console.print(f"{label}: {draws[key]['value']:.4f} [{draws[key]['ci95'][0]:.4f}, "
+                              f"{draws[key]['ci95'][1]:.4f}] n {draws[key]['n']}", highlight=False)
     for note in results.get("notes", []):
         console.print(f"note: {note}", highlight=False)
 
@@ -414,6 +461,10 @@ def suite_cmd(
                                                 "would take the tokens of every role and model past N."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per row, model and role the items, "
+                                 "calls, tokens, what is stored, the cost at the prices and the smallest difference "
+                                 "each row detects (docs/plan.md)."),
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
 ) -> None:
     """Run a suite of tasks for one or more models and write one scorecard.
 
@@ -449,6 +500,12 @@ def suite_cmd(
     for row in rows:
         if row.standin:
             typer.echo(f"note: {row.spec.id}: the official data is absent from {root}; running {row.label}", err=True)
+    if dry_run:
+        from .suite.plan import plan_suite
+
+        _show_plan(lambda: plan_suite(spec, rows, models=models, judge=judge, user=user_model, out=out,
+                                      options=options, prices=spending.prices if spending else {}), as_json)
+        return
     from .core.pool import INPUT_ERRORS
 
     try:
@@ -758,8 +815,9 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     """Run the built-in demo exam on the embedded model and say where the results are."""
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
-        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None, price=[],
-        max_cost=None, budget_tokens=None, no_pull=False)
+        max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None,
+        temperature=None, max_tokens=None, system=None, draws=1, price=[], max_cost=None, budget_tokens=None,
+        no_pull=False, dry_run=False, as_json=False)
 
 
 def main() -> None:

@@ -436,7 +436,7 @@ class LlamaCppBackend(BaseBackend):
         # temperature and top_p mean what they mean in the OpenAI API (no top_k, min_p or repeat penalty).
         engine_params = {
             "max_tokens": params.max_tokens, "temperature": params.temperature,
-            "top_p": params.top_p if sampled else 1.0, "stop": list(params.stop), "seed": params.seed,
+            "top_p": params.top_p if sampled else 1.0, "stop": list(params.stop), "seed": request.backend_seed,
             "frequency_penalty": params.frequency_penalty, "presence_penalty": params.presence_penalty,
             "top_logprobs": params.top_logprobs}
         result = await self._engine_call("generate", prompt_tokens, engine_params)

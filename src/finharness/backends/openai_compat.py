@@ -189,8 +189,8 @@ class OpenAICompatBackend(BaseBackend):
             body["reasoning_effort"] = form.reasoning_effort
         if params.stop:
             body["stop"] = list(params.stop)
-        if params.seed is not None:
-            body["seed"] = params.seed
+        if request.backend_seed is not None:
+            body["seed"] = request.backend_seed
         # Sent only when set: some compatible servers reject fields they do not know.
         if params.frequency_penalty:
             body["frequency_penalty"] = params.frequency_penalty

@@ -168,11 +168,12 @@ def continuation_logprob(prompt_logprobs: Sequence[Mapping[int, Any] | None] | N
     return total, greedy
 
 
-def sampling_kwargs(params: GenerateParams, max_tokens: int | None = None) -> dict[str, Any]:
+def sampling_kwargs(params: GenerateParams, max_tokens: int | None = None, seed: int | None = None) -> dict[str, Any]:
     """SamplingParams arguments for a generation (temperature 0 is greedy; top_p only matters when sampling).
-    max_tokens: the limit to use instead of the request's (a thinking model's answer plus thinking budget)."""
+    max_tokens: the limit to use instead of the request's (a thinking model's answer plus thinking budget);
+    seed: the request's backend_seed (its draw mixed in; default the params' own)."""
     return {"max_tokens": params.max_tokens if max_tokens is None else max_tokens, "temperature": params.temperature,
-            "top_p": params.top_p if params.temperature > 0 else 1.0, "seed": params.seed,
+            "top_p": params.top_p if params.temperature > 0 else 1.0, "seed": params.seed if seed is None else seed,
             "stop": list(params.stop) or None, "frequency_penalty": params.frequency_penalty,
             "presence_penalty": params.presence_penalty, "logprobs": params.top_logprobs or None}
 
@@ -426,7 +427,7 @@ class VllmBackend(BaseBackend):
         if self.thinks():
             limit, budgeted = thinking_limit(params, self.options.thinking_budget)
             adaptations = (budgeted,)
-        output = await self._submit(EngineJob(prompt_ids, SamplingParams(**sampling_kwargs(params, limit))))
+        output = await self._submit(EngineJob(prompt_ids, SamplingParams(**sampling_kwargs(params, limit, request.backend_seed))))
         completion = output.outputs[0]
         return GenerateResponse(adaptations=adaptations,
             text=completion.text, finish_reason=completion.finish_reason or "stop",

@@ -13,6 +13,7 @@ which resolves a model spec or takes a backend already made.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping, MutableMapping, Sequence
@@ -128,6 +129,27 @@ def billed_tokens(kind: str, resp: Any) -> tuple[int, int]:
     return int(resp.context_tokens or 0) + int(sum(resp.continuation_tokens or ())), 0
 
 
+ESTIMATE_RULE = "1 token per CJK character, 1 per 4 other characters, 4 per chat message"
+"""How prompt tokens are estimated for a backend without a tokenizer (a hosted API): close to the common BPE
+vocabularies for English, and on the high side for Chinese, where 4 characters a token would be 3-4 times low."""
+
+_CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]")
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of `text` by ESTIMATE_RULE (without the per-message part)."""
+    cjk = len(_CJK.findall(text))
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+def completion_ceiling(kind: str, request: Any) -> int:
+    """The most completion tokens a call can be billed for: a generation's max_tokens plus its thinking budget (a
+    log-likelihood generates none)."""
+    if kind != "generate":
+        return 0
+    return request.params.max_tokens + (request.params.thinking_tokens or 0)
+
+
 def reply_problem(value: Any, where: str = "reply") -> str | None:
     """Why a backend's response cannot be stored and used (None: it can): text that is not valid Unicode (a lone
     surrogate), a number that is NaN or infinite (a log-probability may be -inf), a token count that is not a
@@ -175,6 +197,42 @@ def check_reply(kind: str, resp: Any) -> tuple[str | None, Any]:
         return f"reply.text is a {type(resp.text).__name__}, not text", None
     resp_json = to_jsonable(resp)
     return reply_problem(resp_json), resp_json
+
+
+@dataclass(frozen=True)
+class GenerationOverrides:
+    """Generation settings a run imposes on every generation of the model under test (`--temperature`,
+    `--max-tokens`, `--system`): they change the requests, so they are part of the run key and of every call key."""
+
+    temperature: float | None = None
+    """The sampling temperature instead of the task's (0: greedy)."""
+
+    max_tokens: int | None = None
+    """The answer budget instead of the task's."""
+
+    system: str | None = None
+    """The system message instead of the task's (added where the task sends none)."""
+
+    seed: int | None = None
+    """The sampling seed of a generation whose task names none (the run's --seed: a sampled run repeats)."""
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.temperature, self.max_tokens, self.system))
+
+    def apply(self, request: GenerateRequest) -> GenerateRequest:
+        params = request.params
+        if self.temperature is not None:
+            params = replace(params, temperature=self.temperature)
+        if self.max_tokens is not None:
+            params = replace(params, max_tokens=self.max_tokens)
+        if params.temperature > 0 and params.seed is None and self.seed is not None:
+            params = replace(params, seed=self.seed)
+        messages = request.messages
+        if self.system is not None:
+            rest = [m for m in messages if m.role != "system"]
+            messages = (Message("system", self.system), *rest)
+        return replace(request, messages=tuple(messages), params=params)
 
 
 @dataclass(frozen=True)
@@ -237,8 +295,13 @@ class CachedModel:
     def __init__(self, backend: Backend, store: RunStore, counters: RunCounters, *, role: str = "model",
                  concurrency: int | None = None, retry: RetryPolicy | None = None,
                  budget: PromptBudget = PromptBudget(), trace: list[dict[str, Any]] | None = None,
-                 spending: Spending | None = None, _shared: dict[str, Any] | None = None):
+                 spending: Spending | None = None, generation: GenerationOverrides | None = None, draw: int = 0,
+                 _shared: dict[str, Any] | None = None):
         self.backend = backend
+        self.generation = generation if generation is not None and generation.active else None
+        """Settings the run imposes on this role's generations (GenerationOverrides)."""
+        self.draw = draw
+        """Which draw of the sample these calls are (runner --draws): added to every generation's sample_index."""
         self.spending = spending
         """Tokens and cost of the calls made, shared by the run (or suite) and checked against its budget."""
         self.store = store
@@ -267,10 +330,11 @@ class CachedModel:
     def identity(self) -> dict[str, Any]:
         return self._shared["identity"]
 
-    def bind(self, trace: list[dict[str, Any]]) -> "CachedModel":
-        """The same model, recording into one sample's trace."""
+    def bind(self, trace: list[dict[str, Any]], draw: int = 0) -> "CachedModel":
+        """The same model, recording into one sample's trace, for one draw of it."""
         return CachedModel(self.backend, self.store, self.counters, role=self.role, retry=self.retry,
-                           budget=self.budget, trace=trace, spending=self.spending, _shared=self._shared)
+                           budget=self.budget, trace=trace, spending=self.spending, generation=self.generation,
+                           draw=draw, _shared=self._shared)
 
     # -- ModelHandle ------------------------------------------------------------
     def count_tokens(self, text: str) -> int | None:
@@ -343,6 +407,10 @@ class CachedModel:
         return await self.generate(GenerateRequest(tuple(messages), params or GenerateParams(), sample_index))
 
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
+        if self.generation is not None:
+            request = self.generation.apply(request)
+        if self.draw:  # another draw of a sampled call: another cache key and another seed (backend_seed)
+            request = replace(request, sample_index=request.sample_index + self.draw)
         request = self._apply_budget(request)
         resp = await self._call("generate", request, self.backend.generate)
         assert isinstance(resp, GenerateResponse)
@@ -435,17 +503,26 @@ class CachedModel:
         self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(resp_json), latency)
         return self._record(kind, request, req_json, resp, latency, cache_hit=False)
 
-    def _worst_case(self, kind: str, request: Any) -> tuple[int, int]:
-        """(prompt tokens, most completion tokens) a call can cost: counted with the model's tokenizer where the
-        backend has one, else 4 characters a token (core/spending.py)."""
+    def prompt_size(self, kind: str, request: Any) -> tuple[int, bool]:
+        """(prompt tokens of a call, whether the model's tokenizer counted them): a generation's prompt as the engine
+        renders it where the backend can say (render_tokens, render_prompt), a log-likelihood's context and
+        continuations; without a tokenizer, estimate_tokens (ESTIMATE_RULE)."""
         if kind == "generate":
-            counted = self._prompt_tokens(request.messages)
-            if counted is None:
-                counted = sum(len(m.content) for m in request.messages) // 4 + 4 * len(request.messages)
-            return counted, request.params.max_tokens + (request.params.thinking_tokens or 0)
+            render_tokens = getattr(self.backend, "render_tokens", None)  # llama.cpp: the engine's own token ids
+            counted = len(render_tokens(request)[1]) if render_tokens else self._prompt_tokens(request.messages)
+            if counted is not None:
+                return counted, True
+            return sum(estimate_tokens(m.content) for m in request.messages) + 4 * len(request.messages), False
         texts = (request.context, *request.continuations)
         counts = [self.backend.count_tokens(t) for t in texts]
-        return (sum(counts) if None not in counts else sum(len(t) for t in texts) // 4), 0  # type: ignore[arg-type]
+        if None not in counts:
+            return sum(counts), True  # type: ignore[arg-type]
+        return sum(estimate_tokens(t) for t in texts), False
+
+    def _worst_case(self, kind: str, request: Any) -> tuple[int, int]:
+        """(prompt tokens, most completion tokens) a call can cost: prompt_size, and a generation's max_tokens plus
+        its thinking budget (core/spending.py)."""
+        return self.prompt_size(kind, request)[0], completion_ceiling(kind, request)
 
     def _failed(self, key: str, kind: str, req_json: Mapping[str, Any], err: CallFailed) -> CallFailed:
         """Count, store and trace a call that failed for good; returns `err` for the caller to raise."""

@@ -19,13 +19,14 @@ from typing import Any, Mapping, Sequence
 
 from ..data.io import atomic_write_text
 from ..redact import redact
+from ..stats import mean_ci
 from .hashing import content_key
-from .metrics import metrics_json
+from .metrics import Metric, metrics_json
 from .model import PromptBudget, RunCounters
 from .reasoning import adaptation_notes, adaptations_of, sample_thinking
 from .spending import BUDGET_KIND
 from .task import Aggregate, SampleRecord, Task
-from .types import Sample, to_jsonable
+from .types import OMITTED_AT_DEFAULT, Sample, Score, to_jsonable
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class RunConfig:
     code_sha256: str | None = None
     """Fingerprint of the harness's source: prompts written in code that changed (an upgrade, a fix)
     never reuse finished samples; unchanged requests still come from the call cache."""
+    generation: Mapping[str, Any] | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """The generation settings the run imposed on the model under test (--temperature, --max-tokens, --system);
+    left out of the key when none was, so run keys made before it existed stay the same."""
+    draws: int = field(default=1, metadata=OMITTED_AT_DEFAULT)
+    """Answers per item (--draws K; 1: left out of the key, as before draws existed)."""
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -120,6 +126,96 @@ def score_records(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mappi
                                     trace=rec.get("trace", ()), failed=rec.get("failed"), metadata=s.metadata,
                                     target=s.target, transient=rec.get("transient", True)))
     return records
+
+
+def draw_id(sample_id: str, draw: int) -> str:
+    """The store's id of one draw of a sample: the sample's own id for draw 0 (as before draws existed)."""
+    return sample_id if draw == 0 else f"{sample_id}#draw{draw}"
+
+
+class _FailedDraw:
+    """A draw that could not be solved: unscored in every statistic, and the run is incomplete."""
+
+    def __repr__(self) -> str:
+        return "FAILED_DRAW"
+
+
+FAILED_DRAW: Any = _FailedDraw()
+"""What score_draws gives for a draw that failed (not one that merely has no score)."""
+
+
+def score_draws(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]], draws: int
+                ) -> dict[str, list[Score | None]]:
+    """Every draw of every sample scored, by sample id: None where a draw has no score, FAILED_DRAW where it failed
+    (a solve that failed, or a missing record)."""
+    scored: dict[str, list[Score | None]] = {}
+    for s in samples:
+        row: list[Score | None] = []
+        for k in range(draws):
+            rec = raw.get(draw_id(s.id, k))
+            score = FAILED_DRAW if rec is None or rec.get("failed") else None
+            if score is None:
+                try:
+                    score = task.score(s, rec["prediction"])
+                except Exception:  # draw 0's record says why; a broken draw counts as unscored
+                    score = None
+            row.append(score)
+        scored[s.id] = row
+    return scored
+
+
+def draws_summary(draws: Mapping[str, Sequence[Score | None]], headline: str | None,
+                  metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """results.json `draws`: per score column the item-clustered mean and interval over K draws per item with the
+    variance split (stats/draws.py), majority vote and pass@K where every score is 0 or 1. The column of
+    Score.value is named by the task's headline when the headline is its plain mean, else `score`."""
+    from ..stats.draws import clustered_mean_ci, majority_vote, pass_at_k_ci, variance_components
+
+    draws = {sid: [None if s is FAILED_DRAW else s for s in row] for sid, row in draws.items()}
+    k = max((len(row) for row in draws.values()), default=1)
+    columns: dict[str, list[list[float | None]]] = {"score": []}
+    for row in draws.values():
+        columns["score"].append([None if s is None else s.value for s in row])
+        for key in {key for s in row if s is not None for key in s.values}:
+            columns.setdefault(key, [[] for _ in range(len(columns["score"]) - 1)])
+        for key in columns:
+            if key != "score":
+                columns[key].append([None if s is None else s.values.get(key) for s in row])
+    first = [v[0] for v in columns["score"] if v and v[0] is not None]
+    named = dict(columns)
+    shown = metrics.get(headline or "") or {}
+    if first and shown.get("value") is not None and abs(sum(first) / len(first) - shown["value"]) < 1e-9:
+        named = {headline: columns["score"], **{k2: v for k2, v in columns.items() if k2 != "score"}}
+    out: dict[str, Any] = {"k": k, "metrics": {}}
+    for name, per_item in named.items():
+        if not any(v is not None for row in per_item for v in row):
+            continue
+        est = clustered_mean_ci(per_item)
+        out["metrics"][name] = {"value": est.value, "ci95": list(est.ci95), "n": est.n, "method": est.method,
+                                "variance": variance_components(per_item).to_json()}
+    binary = columns["score"] and all(v in (0.0, 1.0) for row in columns["score"] for v in row if v is not None)
+    if binary and any(v is not None for row in columns["score"] for v in row):
+        votes = []
+        for row in draws.values():
+            answers = [None if s is None else _hashable(s.extracted) for s in row]
+            chosen = majority_vote(answers)
+            votes.append(None if chosen is None else next(s.value for s, a in zip(row, answers) if a == chosen))
+        kept = [v for v in votes if v is not None]
+        vote = Metric.of(mean_ci(kept)) if kept else None
+        out["majority"] = None if vote is None else {**vote.to_json(), "meaning": "the most frequent answer of "
+                                                                                   "each item's draws, scored"}
+        passed = pass_at_k_ci([[None if s is None else s.value == 1.0 for s in row] for row in draws.values()], k)
+        out["pass_at_k"] = {"k": k, **Metric.of(passed).to_json()}
+    return out
+
+
+def _hashable(value: Any) -> Any:
+    """An extracted answer as a vote: lists and mappings by their canonical JSON."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    from .hashing import canonical_json
+
+    return canonical_json(to_jsonable(value))
 
 
 def score_run(task: Task, samples: Sequence[Sample], raw: Mapping[str, Mapping[str, Any]]
@@ -202,7 +298,8 @@ def failure_notes(failed: Sequence[SampleRecord]) -> list[str]:
 
 def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequence[SampleRecord],
                   counters: RunCounters, *, model: str, wall_s: float, versions: Mapping[str, Any],
-                  run_key: str, cumulative: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  run_key: str, cumulative: Mapping[str, Any] | None = None,
+                  draws: Mapping[str, Sequence[Score | None]] | None = None) -> dict[str, Any]:
     """results.json. `cumulative`: the store's sum over every invocation of this run (RunStore.cumulative), so a
     resumed run still reports what the whole run spent; `counts` and `timing` are this invocation's."""
     scored = [r for r in records if r.score is not None]
@@ -218,10 +315,11 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
     adaptations = adaptations_of(r.trace for r in records)
     notes += adaptation_notes(adaptations, thinking_replies=counters.thinking_replies,
                               reasoning_tokens=counters.reasoning_tokens, thinking_truncations=counters.thinking_truncations)
-    return {
+    out = {
         "task": task.name,
         "model": model,
-        "status": "complete" if not failed and len(records) == counters.samples_total else "incomplete",
+        "status": "complete" if not failed and counters.samples_done == counters.samples_total and not any(
+            k and s is FAILED_DRAW for row in (draws or {}).values() for k, s in enumerate(row)) else "incomplete",
         "config": config.to_json(),
         "run_key": run_key,
         "headline": task.headline if task.headline in agg.metrics else next(iter(agg.metrics), None),
@@ -239,3 +337,11 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         "versions": dict(versions),
         **({"cumulative": dict(cumulative)} if cumulative is not None else {}),
     }
+    if draws is not None:
+        summary = draws_summary(draws, out["headline"], out["metrics"])
+        out["draws"] = summary
+        for name, clustered in summary["metrics"].items():
+            if name in out["metrics"]:
+                out["metrics"][name]["clustered"] = {k: clustered[k] for k in ("value", "ci95", "n", "method")} | {
+                    "sampling_share": clustered["variance"]["sampling_share"], "draws": summary["k"]}
+    return out

@@ -19,16 +19,26 @@ from typing import Any, Awaitable, Callable, Collection, Mapping, Sequence
 from ..data.errors import DataError
 from .backend import Backend, CallFailed
 from .hashing import content_key
-from .model import CachedModel, PromptBudget, RunCounters, SharedHandles, model_state, reply_problem
+from .model import (
+    CachedModel,
+    GenerationOverrides,
+    PromptBudget,
+    RunCounters,
+    SharedHandles,
+    model_state,
+    reply_problem,
+)
 from .results import (
     RunConfig,
     RunResult,
     TaskError,
     build_results,
     code_fingerprint,
+    draw_id,
     failed_record,
     format_exc,
     samples_fingerprint,
+    score_draws,
     score_run,
     task_error,
     write_run,
@@ -67,6 +77,15 @@ class RunOptions:
 
     versions: Mapping[str, Any] = field(default_factory=dict)
     """Package and platform versions written to results.json (not part of the run key)."""
+
+    generation: GenerationOverrides | None = None
+    """Generation settings imposed on the model under test (--temperature, --max-tokens, --system): part of the run
+    key and of every call key."""
+
+    draws: int = 1
+    """Answers per item (--draws K): each item is solved K times, draw k adding k to every generation's
+    sample_index (another seed, another cache key); metrics then carry the item-clustered interval and the share
+    of variance from sampling (results.json `draws`). 1: exactly a run without draws."""
 
     spending: Spending | None = None
     """Tokens and cost of the calls made, at the run's prices, and the token or cost budget that stops the run
@@ -130,9 +149,12 @@ def select_samples(task: Task, options: RunOptions) -> list[Sample]:
 def run_config(task: Task, identities: Mapping[str, Any], options: RunOptions, fingerprint: str) -> RunConfig:
     """What a run's key is made from: the task's config, each role's model identity, the selection and budget, the
     samples' and the harness's fingerprints."""
+    generation = options.generation
     return RunConfig(task=task.name, task_config=dict(task.run_config()), models=dict(identities),
                      budget=options.budget, limit=options.limit, subset=options.subset, seed=options.seed,
-                     samples_sha256=fingerprint, code_sha256=code_fingerprint())
+                     samples_sha256=fingerprint, code_sha256=code_fingerprint(),
+                     generation=to_jsonable(generation) if generation is not None and generation.active else None,
+                     draws=options.draws)
 
 
 SampleExecutor = Callable[[str, Sequence[Sample], RunStore, RunCounters, Callable[[RunCounters], None] | None],
@@ -156,6 +178,8 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     each backend's limiter and identity, shared with the other tasks of a pooled run (run_tasks);
     roles naming the same backend instance share one limiter in any case."""
     started = time.perf_counter()
+    if executor is not None and options.draws > 1:
+        raise ValueError("--draws runs on the local executor only; run without --executor ray")
     missing = [r for r in task.roles if r not in backends]
     if missing:
         raise ValueError(f"task {task.name!r} needs model(s) for role(s) {missing} "
@@ -166,17 +190,21 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     if only_ids is not None:
         wanted = set(only_ids)
         samples = [s for s in samples if s.id in wanted]
-    counters = RunCounters(samples_total=len(samples))
+    draws = max(1, options.draws)
+    counters = RunCounters(samples_total=len(samples) * draws)
     shared = shared_handles if shared_handles is not None else {}
     handles = {role: CachedModel(b, store, counters, role=role, retry=options.retry, budget=budget,
-                                 spending=options.spending, _shared=model_state(shared, b, options.concurrency))
+                                 spending=options.spending, generation=options.generation if role == "model" else None,
+                                 _shared=model_state(shared, b, options.concurrency))
                for role, b in backends.items() if role in task.roles}
     config = run_config(task, {role: h.identity for role, h in handles.items()}, options, fingerprint)
     run_key = content_key(config.to_json())
     store.put_run(run_key, config.to_json())
     done = {sid: resumed(rec) for sid, rec in store.get_samples(run_key).items()}
-    counters.samples_done = sum(1 for s in samples if s.id in done)
-    counters.cache_hits += sum(1 for s in samples if s.id in done for t in done[s.id]["trace"] if "kind" in t)
+    jobs = [(s, k) for k in range(draws) for s in samples]  # draw 0 of every item first: a stopped run has one each
+    counters.samples_done = sum(1 for s, k in jobs if draw_id(s.id, k) in done)
+    counters.cache_hits += sum(1 for s, k in jobs if draw_id(s.id, k) in done
+                               for t in done[draw_id(s.id, k)]["trace"] if "kind" in t)
     if progress:
         progress(counters)
 
@@ -185,26 +213,27 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     in_flight = asyncio.Semaphore(max(4, 2 * slots))
     results: dict[str, dict[str, Any]] = dict(done)
 
-    async def solve_one(sample: Sample) -> None:
+    async def solve_one(sample: Sample, draw: int = 0) -> None:
+        sid = draw_id(sample.id, draw)
         async with in_flight:
             trace: list[dict[str, Any]] = []
-            models = Models({role: h.bind(trace) for role, h in handles.items()})
+            models = Models({role: h.bind(trace, draw) for role, h in handles.items()})
             try:
                 prediction = to_jsonable(await task.solve(sample, models))
                 problem = reply_problem(prediction, "the prediction")
                 if problem is not None:
                     raise TaskError(f"{task.name}.solve returned what cannot be stored: {problem}")
             except CallFailed as err:
-                results[sample.id] = failed_record(trace, f"{err.kind}: {err}", transient=err.transient)
+                results[sid] = failed_record(trace, f"{err.kind}: {err}", transient=err.transient)
             except StoreError:  # the store, not the task: the run stops with what to do about it
                 raise
             except Exception as err:  # a task's bug fails its sample, not the run; the traceback is kept
-                results[sample.id] = failed_record(trace, task_error(task.name, "solve", err), transient=False,
-                                                   traceback=format_exc(err))
+                results[sid] = failed_record(trace, task_error(task.name, "solve", err), transient=False,
+                                             traceback=format_exc(err))
             else:
                 record = {"prediction": prediction, "trace": trace}
-                store.put_sample(run_key, sample.id, record)
-                results[sample.id] = record
+                store.put_sample(run_key, sid, record)
+                results[sid] = record
             await store.synced()  # counted done only once its calls and its record are committed
             counters.samples_done += 1
             if progress:
@@ -216,10 +245,14 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
         pending = [s for s in samples if s.id not in done]
         if executor is None:
             await asyncio.gather(*(solve_one(s) for s in dispatch_order(pending, slots)))
+            for k in range(1, draws):  # the further draws, one after another (each draw's samples at once)
+                later = [s for s in samples if draw_id(s.id, k) not in done]
+                await asyncio.gather(*(solve_one(s, k) for s in dispatch_order(later, slots)))
         elif pending:
             results.update(await executor(run_key, pending, store, counters, progress))
         outcome = "solved"
         records, agg = score_run(task, samples, results)
+        draw_scores = score_draws(task, samples, results, draws) if draws > 1 else None
     finally:
         task.close()
         for state in {id(h._shared): h._shared for h in handles.values()}.values():
@@ -237,7 +270,8 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
     store.put_invocation(run_key, started=invoked, wall_s=wall, counts=counters.to_json(),
                          outcome="budget" if counters.budget_refusals else "incomplete" if failed else "complete")
     results_json = build_results(task, config, agg, records, counters, model=model_spec, wall_s=wall,
-                                 versions=options.versions, run_key=run_key, cumulative=store.cumulative(run_key))
+                                 versions=options.versions, run_key=run_key, cumulative=store.cumulative(run_key),
+                                 draws=draw_scores)
     if out_dir is not None:
         write_run(out_dir, records, results_json)
     return RunResult(results_json, records, out_dir, counters)

@@ -91,9 +91,19 @@ class GenerateRequest:
     """Decoding parameters."""
 
     sample_index: int = 0
-    """Distinguishes repeated draws of one sampled (temperature > 0) request in the cache."""
+    """Distinguishes repeated draws of one sampled (temperature > 0) request in the cache, and goes into the seed
+    sent to the backend (backend_seed), so another draw is another sample."""
 
     kind: Literal["generate"] = "generate"
+
+    @property
+    def backend_seed(self) -> int | None:
+        """The seed a backend samples with: the request's seed for draw 0 (as before draws existed), a seed of its
+        own for every other draw (derived from both, so the same draw repeats); None: none asked for."""
+        seed = self.params.seed
+        if not self.sample_index:
+            return seed
+        return ((seed or 0) * 1_000_003 + self.sample_index * 7_919) % 2**31
 
 
 @dataclass(frozen=True)
