@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -82,7 +83,16 @@ class Victim:
         return self.process.pid
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        """Running, and no kill on its way: a signal sent just before a job ended may not be delivered yet."""
+        if self.process.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            return False
+        pending = int(fields.get("SigPnd", "0"), 16) | int(fields.get("ShdPnd", "0"), 16)
+        return not pending & (1 << (signal.SIGKILL - 1)) and fields.get("State", "R").split()[0] not in "ZX"
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
