@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scipy.stats import beta
 
 from finharness.benchmarks.cfinbench.scoring import (
     ScoredItem,
@@ -75,8 +76,12 @@ def test_type_accuracy_is_the_mean_over_categories_with_a_matching_ci():
 
     var = 0.25 * ac(1, 2) + 0.25 * ac(1, 1)
     assert single.variance == pytest.approx(var)
-    half = 1.959963984540054 * math.sqrt(var)
-    assert single.ci95 == pytest.approx((0.75 - half, min(1.0, 0.75 + half)))
+    # the interval: a stratified binomial mean on its effective number of items 1 / Σ w²/n_c = 8/3, exact (< 30)
+    n_eff = 1 / (0.25 / 2 + 0.25 / 1)
+    x = 0.75 * n_eff
+    assert single.effective_n == pytest.approx(8 / 3)
+    assert single.ci95 == pytest.approx((beta.ppf(0.025, x, n_eff - x + 1), beta.ppf(0.975, x + 1, n_eff - x)))
+    assert single.method == "effective-n clopper-pearson"
 
 
 def test_final_score_weights_and_names():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
-from scipy.stats import spearmanr, t
+from scipy.stats import beta, norm, spearmanr, t
 from typer.testing import CliRunner
 
 from finharness.benchmarks.fintradebench.construction.calibration import (
@@ -77,9 +77,14 @@ def test_correctness_cells_match_the_hand_computed_table(build):
     assert pooled.bias.value == pytest.approx(sum(j - h for j, h in big + small) / 6)
     expected = spearmanr([j for j, _ in big + small], [h for _, h in big + small]).statistic
     assert pooled.spearman == pytest.approx(expected)
-    # Student's t, not Wilson, although every |judge − human| here is 0 or 1: an MAE is in points, not a share
-    half = float(t.ppf(0.975, 5)) * float(np.std([1, 0, 1, 1, 1, 0], ddof=1)) / 6 ** 0.5
-    assert pooled.mae.ci95 == pytest.approx((2 / 3 - half, 2 / 3 + half))
+    # the bounded interval on [0, 4], not Wilson's, although every |judge − human| here is 0 or 1: an MAE is in
+    # points, a quarter of the range each, not a share; Korn-Graubard's effective n, Clopper-Pearson (n < 30)
+    u = np.asarray([1, 0, 1, 1, 1, 0]) / 4
+    p = u.mean()
+    n_eff = p * (1 - p) / (u.var(ddof=1) / 6) * (norm.ppf(0.975) / t.ppf(0.975, 5)) ** 2
+    low, high = beta.ppf(0.025, p * n_eff, n_eff - p * n_eff + 1), beta.ppf(0.975, p * n_eff + 1, n_eff - p * n_eff)
+    assert pooled.mae.ci95 == pytest.approx((4 * low, 4 * high))
+    assert pooled.mae.method == "effective-n clopper-pearson" and 0 < pooled.mae.ci95[0] < 2 / 3
 
 
 def test_spearman_is_null_with_the_reason_when_a_side_is_constant_or_too_small(build):

@@ -22,6 +22,7 @@ from finharness.benchmarks.fintradebench.construction.metrics import (
 )
 from finharness.data.errors import DataError
 from finharness.data.io import write_jsonl
+from finharness.stats import clopper_pearson_ci
 
 EXAMPLE = Path(__file__).parents[1] / "golden" / "fintradebench_human_scores_example.csv"
 A, B = "embedded", "embedded:1.5b"
@@ -225,8 +226,10 @@ def test_cli_metrics_writes_metrics_json(build):
     written = json.loads((build / "metrics.json").read_text())
     assert written == json.loads(result.output)
     assert written["composite"]["weights"]["accuracy"] == 2.0 and written["composite"]["dropped"] == []
-    assert written["numerical_accuracy"]["after"]["all"] == {"value": 0.25, "ci95": pytest.approx(
-        written["numerical_accuracy"]["after"]["all"]["ci95"]), "n": 4}
+    after = written["numerical_accuracy"]["after"]["all"]
+    assert {k: after[k] for k in ("value", "n")} == {"value": 0.25, "n": 4}
+    assert after["ci95"] == pytest.approx(list(clopper_pearson_ci(1, 4)), abs=1e-4)  # rounded to 4 places
+    assert after["method"] == "clopper-pearson" and "n = 4 < 30" in after["warning"]
     assert written["self_critique"]["all"]["scr"] == pytest.approx(-0.2)
     table = runner.invoke(app, ["metrics", str(build)], env={"COLUMNS": "200"})
     assert table.exit_code == 0 and "Eq.8 SCR" in table.output and "note: judge_mae" in table.output

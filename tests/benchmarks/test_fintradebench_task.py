@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,10 +229,20 @@ def test_compare_modes_delta_and_paired_test(tmp_path):
     f = rows["F"]
     assert f["n"] == 6 and f["norag"] == pytest.approx(43.3333, abs=1e-3) and f["rag"] == pytest.approx(73.3333, abs=1e-3)
     assert f["delta_pct"] == pytest.approx((73.33333 - 43.33333) / 43.33333 * 100, abs=1e-3)
-    expected_p = stats.ttest_rel([rag[f"F{i}"] for i in range(1, 7)], [norag[f"F{i}"] for i in range(1, 7)]).pvalue
-    assert f["p_value"] == pytest.approx(expected_p, abs=1e-4) and f["stars"] == "**"
+    # 6 questions: the exact sign-flip test, every one of the 2^6 sign patterns of the differences
+    d = [rag[f"F{i}"] - norag[f"F{i}"] for i in range(1, 7)]
+    flips = [abs(sum(s * x for s, x in zip(signs, d))) for signs in itertools.product((1, -1), repeat=6)]
+    expected_p = sum(f >= abs(sum(d)) - 1e-12 for f in flips) / 64
+    assert f["test"] == "sign-flip-exact" and f["p_value"] == pytest.approx(expected_p, abs=1e-4)
+    assert f["stars"] == "*" and expected_p == pytest.approx(2 / 64)  # every difference ≥ 0: only ± all
     assert rows["T"]["stars"] == "" and rows["FT"]["n"] == 0 and rows["overall"]["n"] == 9
-    assert result["warnings"] == []
+    assert [w.split(":")[0] for w in result["warnings"]] == ["F", "T", "overall"]  # n < 30 said out loud
+    fifty = {f"F{i}": 0.2 * (i % 5) for i in range(1, 51)}
+    better = {k: min(1.0, v + 0.2 * (int(k[1:]) % 3 == 0)) for k, v in fifty.items()}
+    big = compare_modes(_write_run(tmp_path / "c", "norag", fifty), _write_run(tmp_path / "d", "rag", better))
+    row = next(r for r in big["rows"] if r["group"] == "F")
+    assert row["test"] == "paired-t" and row["p_value"] == pytest.approx(stats.ttest_rel(
+        [better[k] for k in sorted(fifty)], [fifty[k] for k in sorted(fifty)]).pvalue, abs=1e-4)
 
 
 def test_compare_modes_gives_both_f1s_on_the_paired_questions(tmp_path):

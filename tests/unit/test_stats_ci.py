@@ -1,14 +1,26 @@
-"""Intervals and paired tests against independent computations."""
+"""Intervals and paired tests against independent computations (scipy, enumeration, the formulas)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from finharness.stats import mean_ci, paired_test, proportion_ci, weighted_mean_ci, wilson_ci
+from finharness.stats import (
+    RELIABLE_N,
+    binomial_ci,
+    clopper_pearson_ci,
+    mean_ci,
+    paired_test,
+    proportion_ci,
+    weighted_mean_ci,
+    wilson_ci,
+)
+
+Z = stats.norm.ppf(0.975)
 
 
 def test_wilson_matches_scipy_binomtest():
@@ -17,46 +29,100 @@ def test_wilson_matches_scipy_binomtest():
     assert lo == pytest.approx(ref.low, abs=1e-9) and hi == pytest.approx(ref.high, abs=1e-9)
 
 
-def test_mean_ci_binary_uses_wilson_and_continuous_uses_t():
-    b = mean_ci([1, 0, 1, 1, 0])
-    assert b.value == pytest.approx(0.6) and b.n == 5 and 0 <= b.ci95[0] < 0.6 < b.ci95[1] <= 1
-    x = [0.2, 0.5, 0.9, 0.4]
-    c = mean_ci(x)
-    half = stats.t.ppf(0.975, 3) * np.std(x, ddof=1) / 2
-    assert c.ci95[1] - c.value == pytest.approx(half)
+@pytest.mark.parametrize("k,n", [(0, 3), (1, 3), (3, 3), (7, 20), (2, 50)])
+def test_clopper_pearson_matches_scipy_exact(k, n):
+    ref = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    assert clopper_pearson_ci(k, n) == pytest.approx((ref.low, ref.high), abs=1e-9)
 
 
-def test_t_interval_of_fractions_stays_in_unit_range_but_not_of_unbounded_scores():
-    fractions = [0.0, 0.0, 0.0, 0.5, 0.0, 0.25]  # plain t: lower bound below 0
-    raw_half = stats.t.ppf(0.975, 5) * np.std(fractions, ddof=1) / math.sqrt(6)
-    assert np.mean(fractions) - raw_half < 0
-    f = mean_ci(fractions)
-    assert f.ci95[0] == 0.0 and f.ci95[1] == pytest.approx(np.mean(fractions) + raw_half)
-    ratios = [0.0, 0.0, 0.0, 1.5, 0.0, 0.25]  # one score above 1 (e.g. the release's unclipped F1)
-    r = mean_ci(ratios)
-    assert r.ci95[0] < 0
+def test_binomial_interval_is_exact_below_the_reliable_size_and_wilson_with_exact_tails_above():
+    assert binomial_ci(7, RELIABLE_N - 1) == (clopper_pearson_ci(7, RELIABLE_N - 1), "clopper-pearson")
+    assert binomial_ci(20, 40) == (wilson_ci(20, 40), "wilson")
+    # 2 successes in 100: Wilson's lower bound is too high there (its coverage dips); the exact one replaces it
+    (lo, hi), method = binomial_ci(2, 100)
+    assert method == "wilson" and lo == clopper_pearson_ci(2, 100)[0] < wilson_ci(2, 100)[0]
+    assert hi == wilson_ci(2, 100)[1]
+    (lo, hi), _ = binomial_ci(98, 100)
+    assert lo == wilson_ci(98, 100)[0] and hi == clopper_pearson_ci(98, 100)[1]
 
 
-def test_equal_fractions_get_the_wilson_interval_of_their_mean_not_zero_width():
-    same = mean_ci([0.8] * 10)  # e.g. ten judge verdicts of 4/5
-    assert same.value == pytest.approx(0.8)
-    assert same.ci95 == pytest.approx(wilson_ci(8, 10)) and same.ci95[1] - same.ci95[0] > 0.3
-    assert mean_ci([0.6]).ci95 == pytest.approx(wilson_ci(0.6, 1))
-    assert mean_ci([3.0] * 10).ci95 == (3.0, 3.0)  # unbounded scores: no bound on their variance
+def test_binary_means_name_their_method_and_warn_below_the_reliable_size():
+    small = mean_ci([1, 0, 1, 1, 0])
+    assert small.value == pytest.approx(0.6) and small.ci95 == pytest.approx(clopper_pearson_ci(3, 5))
+    assert small.method == "clopper-pearson" and "n = 5 < 30" in small.warning
+    large = mean_ci([1] * 20 + [0] * 20)
+    assert large.method == "wilson" and large.warning is None and large.ci95 == pytest.approx(wilson_ci(20, 40))
 
 
-@pytest.mark.parametrize("n", [20, 40, 333])
-def test_wilson_bounds_are_exact_at_none_and_all(n):
-    assert wilson_ci(0, n)[0] == 0.0 and wilson_ci(n, n)[1] == 1.0
-    assert 0 < wilson_ci(0, n)[1] < 0.2 and 0.8 < wilson_ci(n, n)[0] < 1
+@pytest.mark.parametrize("value", [0.2, 0.6, 0.8, 0.7, 0.9])
+@pytest.mark.parametrize("n", [1, 3, 7, 10, 29, 30, 100])
+def test_equal_fractions_are_never_zero_width(value, n):
+    # the issue's case: floating-point noise (~6e-33) in the variance of [0.8] * 3 made it look non-zero
+    e = mean_ci([value] * n)
+    trials = (value * n, n)
+    expected = binomial_ci(*trials)[0]
+    assert e.ci95 == pytest.approx(expected) and e.ci95[1] - e.ci95[0] > 0.04
+    assert e.effective_n == n and e.method.startswith("effective-n")
+
+
+def test_bounded_scores_get_the_korn_graubard_effective_n():
+    x = np.asarray([0.2, 0.4, 0.4, 0.6, 0.8, 1.0, 0.8, 0.6, 0.4, 0.6])  # judge grades / 5
+    n, p = len(x), x.mean()
+    n_eff = p * (1 - p) / (x.var(ddof=1) / n) * (Z / stats.t.ppf(0.975, n - 1)) ** 2
+    e = mean_ci(x)
+    assert e.effective_n == pytest.approx(n_eff)
+    assert n_eff > RELIABLE_N and e.ci95 == pytest.approx(wilson_ci(p * n_eff, n_eff))
+    spread = mean_ci([0.0, 1.0, 0.2, 0.8, 0.6])  # more spread, fewer items: n_eff < 30, exact
+    assert spread.effective_n < RELIABLE_N and spread.method == "effective-n clopper-pearson"
+    assert spread.ci95 == pytest.approx(clopper_pearson_ci(0.52 * spread.effective_n, spread.effective_n))
+    assert e.value == pytest.approx(p) and e.variance == pytest.approx(x.var(ddof=1) / n)
+    many = np.tile(x, 10)
+    big = mean_ci(many)
+    assert big.method == "effective-n wilson" and 0 < big.ci95[0] < p < big.ci95[1] < 1
+
+
+def test_scores_with_other_bounds_are_rescaled():
+    raw = [1, 2, 2, 3, 5, 4, 4]
+    e, unit = mean_ci(raw, bounds=(1, 5)), mean_ci([(v - 1) / 4 for v in raw])
+    assert e.value == pytest.approx(np.mean(raw))
+    assert e.ci95 == pytest.approx((1 + 4 * unit.ci95[0], 1 + 4 * unit.ci95[1]))
+    with pytest.raises(ValueError, match="outside their bounds"):
+        mean_ci([0.5, 6], bounds=(1, 5))
+
+
+def test_unbounded_scores_use_t_and_say_so_at_n_one_and_when_all_equal():
+    x = [0.0, 0.0, 0.0, 1.5, 0.0, 0.25]  # one score above 1 (e.g. the release's unclipped F1)
+    e = mean_ci(x)
+    half = stats.t.ppf(0.975, 5) * np.std(x, ddof=1) / math.sqrt(6)
+    assert e.method == "t" and e.ci95 == pytest.approx((np.mean(x) - half, np.mean(x) + half))
+    one = mean_ci([3.0])
+    assert math.isnan(one.ci95[0]) and "n = 1" in one.warning
+    same = mean_ci([3.0] * 10)
+    assert same.ci95 == (3.0, 3.0) and "equal" in same.warning
+
+
+def test_counts_get_a_log_scale_interval_that_stays_positive():
+    tokens = [20.0, 10.0, 299.0]  # three dialogues: t would go below 0
+    e = mean_ci(tokens, counts=True)
+    m, s2 = np.mean(tokens), np.var(tokens, ddof=1) / 3
+    half = stats.t.ppf(0.975, 2) * math.sqrt(math.log1p(s2 / m ** 2))
+    assert e.method == "log-t" and e.ci95 == pytest.approx((m * math.exp(-half), m * math.exp(half)))
+    assert 0 < e.ci95[0] < m < e.ci95[1] and m - stats.t.ppf(0.975, 2) * math.sqrt(s2) < 0
+
+
+def test_equal_counts_keep_a_zero_width_interval_and_say_why():
+    same = mean_ci([1.0, 1.0, 1.0], counts=True)  # every zero-shot dialogue has 1 round
+    assert same.ci95 == (1.0, 1.0) and same.method == "log-t" and "no spread" in same.warning
+    zeros = mean_ci([0, 0, 0, 0], counts=True)
+    assert zeros.ci95 == (0.0, 0.0) and zeros.warning
+    one = mean_ci([7], counts=True)
+    assert math.isnan(one.ci95[0]) and "n = 1" in one.warning
 
 
 def test_counts_of_one_are_not_read_as_successes():
-    assert mean_ci([1, 1, 1]).ci95[0] < 1  # binary: Wilson
-    assert mean_ci([1, 1, 1], counts=True).ci95 == (1.0, 1.0)
+    assert mean_ci([1, 1, 1]).method == "clopper-pearson"
     c = mean_ci([1, 0, 1, 1], counts=True)
-    assert c.ci95[0] < 0.75 < c.ci95[1] and c.ci95 != mean_ci([1, 0, 1, 1]).ci95
-    assert c.ci95[0] < 0  # counts are not fractions: not cut to [0, 1]
+    assert c.method == "log-t" and c.ci95[1] > 1  # counts are not fractions: not cut to [0, 1]
 
 
 def test_empty_mean_is_nan_with_n_zero():
@@ -64,40 +130,83 @@ def test_empty_mean_is_nan_with_n_zero():
     assert e.n == 0 and math.isnan(e.value)
 
 
-def test_weighted_mean_renormalises_over_present_parts():
-    a, b, missing = mean_ci([1, 1, 0, 0]), mean_ci([1, 1, 1, 0]), mean_ci([])
+def test_weighted_mean_of_bounded_parts_is_binomial_on_the_effective_n():
+    a, b, missing = mean_ci([1, 1, 0, 0]), mean_ci([1, 1, 1, 0, 1, 1]), mean_ci([])
     w = weighted_mean_ci([(0.4, a), (0.4, b), (0.2, missing)])
-    assert w.value == pytest.approx(0.5 * 0.5 + 0.5 * 0.75)
-    # variance follows the (renormalised) weights
+    assert w.value == pytest.approx(0.5 * 0.5 + 0.5 * 5 / 6)  # renormalised over present parts
     assert w.variance == pytest.approx(0.25 * a.variance + 0.25 * b.variance)
-    assert w.ci95[0] < w.value < w.ci95[1]
+    n_eff = 1 / (0.25 / 4 + 0.25 / 6)
+    assert w.effective_n == pytest.approx(n_eff)
+    assert w.ci95 == pytest.approx(clopper_pearson_ci(w.value * n_eff, n_eff))
+    assert w.method == "effective-n clopper-pearson"
 
 
-def test_paired_binary_uses_exact_mcnemar():
-    a = {str(i): v for i, v in enumerate([1, 1, 0, 0, 1, 0, 1, 0, 0, 0])}
-    b = {str(i): v for i, v in enumerate([1, 1, 1, 1, 1, 1, 1, 0, 1, 0])}
-    r = paired_test(a, b)
-    assert r.test == "mcnemar-exact" and r.n == 10
-    assert r.diff == pytest.approx(0.4)
-    assert r.p_value == pytest.approx(stats.binomtest(4, 4, 0.5).pvalue)
+def test_macro_over_tiny_categories_is_as_wide_as_its_items():
+    # the issue's case: 0 of 4 spread over 4 categories was narrower than Wilson's 0 of 12
+    macro = weighted_mean_ci([(0.25, mean_ci([0]))] * 4)
+    assert macro.ci95 == pytest.approx(clopper_pearson_ci(0, 4))
+    assert macro.ci95 == pytest.approx((0.0, 1 - 0.025 ** 0.25))
+    assert macro.ci95[1] > wilson_ci(0, 12)[1] and "effective" in macro.warning
 
 
-def test_paired_continuous_uses_paired_t_on_common_items():
-    a = {"x": 0.1, "y": 0.4, "z": 0.3, "only_a": 1.0}
-    b = {"x": 0.3, "y": 0.5, "z": 0.6}
-    r = paired_test(a, b)
-    assert r.n == 3 and r.test == "paired-t"
-    assert r.p_value == pytest.approx(stats.ttest_rel([0.3, 0.5, 0.6], [0.1, 0.4, 0.3]).pvalue)
-
-
-def test_macro_mean_of_all_wrong_parts_keeps_a_real_interval():
-    # per-part p = 0: a plain p(1-p)/n variance would give the degenerate interval [0, 0]
-    parts = [(0.5, mean_ci([0] * 10)), (0.5, mean_ci([0] * 11))]
+def test_weighted_mean_of_unbounded_parts_keeps_the_normal_interval():
+    parts = [(0.5, mean_ci([1.0, 2.0, 4.0])), (0.5, mean_ci([2.0, 3.0, 3.5]))]
     w = weighted_mean_ci(parts)
-    assert w.value == 0.0 and w.ci95[0] == 0.0 and 0.05 < w.ci95[1] < 0.3
+    half = Z * math.sqrt(0.25 * parts[0][1].variance + 0.25 * parts[1][1].variance)
+    assert w.method == "normal" and w.ci95 == pytest.approx((w.value - half, w.value + half))
+    assert "few items" in w.warning
 
 
 def test_proportion_ci_is_the_binary_mean_of_hits():
     e = proportion_ci(3, 10)
-    assert e.value == pytest.approx(0.3) and e.n == 10 and e.ci95 == pytest.approx(wilson_ci(3, 10))
+    assert e.value == pytest.approx(0.3) and e.n == 10 and e.ci95 == pytest.approx(mean_ci([1] * 3 + [0] * 7).ci95)
     assert proportion_ci(0, 0).n == 0
+
+
+# -- paired ------------------------------------------------------------------------------------------
+
+def _runs(a, b):
+    return {str(i): v for i, v in enumerate(a)}, {str(i): v for i, v in enumerate(b)}
+
+
+def test_paired_binary_uses_exact_mcnemar():
+    r = paired_test(*_runs([1, 1, 0, 0, 1, 0, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1, 0, 1, 0]))
+    assert r.test == "mcnemar-exact" and r.n == 10
+    assert r.diff == pytest.approx(0.4)
+    assert r.p_value == pytest.approx(stats.binomtest(4, 4, 0.5).pvalue)
+    assert r.ci95 == pytest.approx(mean_ci([0, 0, 1, 1, 0, 1, 0, 0, 1, 0], bounds=(-1, 1)).ci95)
+
+
+def test_paired_agreement_on_every_item_is_not_a_zero_width_interval():
+    r = paired_test(*_runs([1, 0, 1, 1, 0], [1, 0, 1, 1, 0]))
+    assert r.diff == 0 and r.p_value == 1.0 and r.ci95[0] < -0.3 and r.ci95[1] > 0.3
+
+
+def test_small_paired_samples_get_the_exact_sign_flip_test():
+    a, b = [0.1, 0.4, 0.3, 0.2, 0.5, 0.6], [0.3, 0.5, 0.6, 0.15, 0.9, 0.8]
+    d = np.subtract(b, a)
+    sums = [abs(sum(s * x for s, x in zip(signs, d))) for signs in itertools.product((1, -1), repeat=len(d))]
+    expected = np.mean([s >= abs(d.sum()) - 1e-12 for s in sums])
+    r = paired_test(*_runs(a, b))
+    assert r.test == "sign-flip-exact" and r.p_value == pytest.approx(expected)
+    assert "n = 6 < 30" in r.warning
+
+
+def test_mid_sized_samples_sample_sign_patterns_and_large_ones_use_t():
+    rng = np.random.default_rng(0)
+    a = rng.random(25)
+    b = np.clip(a + rng.normal(0.1, 0.2, 25), 0, 1)
+    mid = paired_test(*_runs(a, b))
+    assert mid.test == "sign-flip-monte-carlo"
+    assert mid.p_value == pytest.approx(stats.ttest_rel(b, a).pvalue, abs=0.02)  # symmetric d: both agree
+    a, b = rng.random(40), rng.random(40)
+    large = paired_test(*_runs(a, b))
+    assert large.test == "paired-t" and large.p_value == pytest.approx(stats.ttest_rel(b, a).pvalue)
+    assert large.warning is None
+
+
+def test_paired_test_refuses_one_shared_item():
+    r = paired_test({"x": 0.3, "only_a": 1.0}, {"x": 0.9})
+    assert r.n == 1 and r.test == "refused" and math.isnan(r.p_value) and math.isnan(r.ci95[0])
+    assert "at least 2" in r.warning
+    assert paired_test({"x": 1.0}, {"y": 1.0}).test == "none"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..stats.ci import RELIABLE_N
 from ..util import finite_or_none
 from .matches import Match
 
@@ -84,20 +85,50 @@ class ModelRating:
 
 
 @dataclass(frozen=True)
+class GapInterval:
+    """A gap's interval computed from the likelihood rather than the bootstrap (bt.likelihood_gap_interval)."""
+
+    ci95: tuple[float, float]
+    """Bounds in rating points; ±inf where the matches do not bound the gap."""
+    matches: float
+    """Direct 0/1 matches that would carry the same information about the gap (from the Fisher information)."""
+    effective_n: float
+    """Trials the binomial interval was computed on: `matches`, scaled up where ties and soft outcomes vary
+    less than 0/1 verdicts."""
+    method: str
+    """E.g. 'bt-likelihood clopper-pearson', 'bt-sandwich wilson'."""
+
+
+@dataclass(frozen=True)
 class RatingGap:
-    """How far one model is rated above the next one down, with the gap's own bootstrap interval (two
-    overlapping rating intervals do not say whether the gap could be zero: the ratings move together)."""
+    """How far one model is rated above the next one down, with the gap's own interval (two overlapping
+    rating intervals do not say whether the gap could be zero: the ratings move together)."""
 
     higher: str
     lower: str
     gap: float
     """higher's rating − lower's (point estimates; ≥ 0)."""
     ci95: tuple[float, float] | None
-    """2.5th and 97.5th percentiles of the gap over the same bootstrap rounds (None: bootstrap off)."""
+    """95% interval of the gap: the 2.5th and 97.5th percentiles over the bootstrap rounds, or the likelihood
+    interval when few matches are behind the gap (`method`); None: bootstrap off."""
+    method: str = "bootstrap"
+    """'bt-likelihood clopper-pearson' / 'bt-likelihood wilson', 'bt-sandwich …' (bt.py), or 'bootstrap'."""
+    warning: str | None = None
+    """Why the interval is wide (few matches behind the gap), or None."""
+
+    @property
+    def tied(self) -> bool:
+        """The interval contains 0: the matches do not order the two."""
+        return self.ci95 is not None and self.ci95[0] <= 0.0 <= self.ci95[1]
 
     def to_json(self) -> dict[str, Any]:
-        return {"higher": self.higher, "lower": self.lower, "gap": finite_or_none(self.gap),
-                "ci95": [finite_or_none(v) for v in self.ci95] if self.ci95 else None}
+        out = {"higher": self.higher, "lower": self.lower, "gap": finite_or_none(self.gap),
+               "ci95": [finite_or_none(v) for v in self.ci95] if self.ci95 else None}
+        if self.ci95 is not None:
+            out.update(method=self.method, tied=self.tied)
+        if self.warning:
+            out["warning"] = self.warning
+        return out
 
 
 @dataclass(frozen=True)
@@ -133,9 +164,10 @@ def resample_indices(n: int, rounds: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(rounds, n))
 
 
-def build_table(method: str, encoded: EncodedMatches, point: np.ndarray,
-                resampled: np.ndarray | None) -> RatingTable:
-    """Tally wins/ties/losses and attach percentile intervals from (rounds, models) resampled ratings."""
+def build_table(method: str, encoded: EncodedMatches, point: np.ndarray, resampled: np.ndarray | None,
+                gap_intervals: Mapping[tuple[int, int], GapInterval] | None = None) -> RatingTable:
+    """Tally wins/ties/losses and attach percentile intervals from (rounds, models) resampled ratings; a gap
+    between models (i, j) in `gap_intervals` takes that interval instead of the percentiles."""
     hard = encoded.hard_score_a
     wins = np.bincount(encoded.a, hard == 1, len(encoded.models)) + \
         np.bincount(encoded.b, hard == 0, len(encoded.models))
@@ -152,9 +184,16 @@ def build_table(method: str, encoded: EncodedMatches, point: np.ndarray,
                                               int(played[i] - wins[i] - ties[i]))
     gaps = []
     for i, j in zip(order, order[1:]):
-        ci = None
-        if resampled is not None:
+        gap = RatingGap(encoded.models[i], encoded.models[j], float(point[i] - point[j]), None)
+        if (i, j) in (gap_intervals or {}):
+            interval = gap_intervals[(i, j)]  # type: ignore[index]
+            warning = None
+            if interval.matches < RELIABLE_N:
+                warning = (f"{interval.matches:.1f} effective matches behind the gap (< {RELIABLE_N}): the interval "
+                           "is wide because the matches are few")
+            gap = replace(gap, ci95=interval.ci95, method=interval.method, warning=warning)
+        elif resampled is not None:
             low, high = np.percentile(resampled[:, i] - resampled[:, j], [2.5, 97.5])
-            ci = (float(low), float(high))
-        gaps.append(RatingGap(encoded.models[i], encoded.models[j], float(point[i] - point[j]), ci))
+            gap = replace(gap, ci95=(float(low), float(high)))
+        gaps.append(gap)
     return RatingTable(method, rows, encoded.n, 0 if resampled is None else len(resampled), tuple(gaps))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -36,9 +37,13 @@ def _print_table(console: Console, title: str, table: "RatingTable") -> None:
         ci = f"{format_number(r.ci95[0], 1)} – {format_number(r.ci95[1], 1)}" if r.ci95 else "—"
         out.add_row(name, format_number(r.rating, 1), ci, str(r.wins), str(r.ties), str(r.losses))
     console.print(out)
-    for gap in table.gaps:
-        ci = f" [{format_number(gap.ci95[0], 1)}, {format_number(gap.ci95[1], 1)}]" if gap.ci95 else ""
-        console.print(f"{gap.higher} − {gap.lower}: {format_number(gap.gap, 1)}{ci}", highlight=False)
+    def bound(x: float) -> str:
+        return format_number(x, 1) if math.isfinite(x) else ("∞" if x > 0 else "−∞")
+
+    for gap in table.gaps:  # a gap whose interval holds 0 does not order the two: said, not implied by the order
+        ci = f" [{bound(gap.ci95[0])}, {bound(gap.ci95[1])}]" if gap.ci95 else ""
+        console.print(f"{gap.higher} − {gap.lower}: {format_number(gap.gap, 1)}{ci}{'  tied' if gap.tied else ''}"
+                      + (f"  ! {gap.warning}" if gap.warning else ""), highlight=False, soft_wrap=True)
 
 
 def _print_agreement(console: Console, agreement: "RatingAgreement", a: Path, b: Path) -> None:

@@ -12,6 +12,11 @@ Intervals: Chatbot Arena's bootstrap. Each round draws n matches with replacemen
 in the order drawn, i.e. a random order, so the interval covers both which verdicts were sampled
 and the order they came in. The point estimate keeps file order, so with a small K (ratings not
 yet converged) it can lie outside its own interval; Bradley–Terry (bt.py) has no order effect.
+With few matches behind a gap (fewer than bt.GAP_BOOTSTRAP_MIN effective matches) Elo has not
+converged: after n matches K = 4 has moved the ratings by at most about 4·n points, so the bootstrap
+of Elo's own gap says how far Elo got, not how far apart the models are. Such a gap gets the
+Bradley–Terry likelihood interval of the strength gap instead (same scale); Elo's point, shrunk
+towards 0, may lie inside it far from its middle.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 from scipy.special import expit
 
 from .base import EncodedMatches, RatingScale, RatingTable, build_table, resample_indices
+from .bt import fit_strengths, gap_intervals
 from .matches import Match
 
 _STEPS_PER_BLOCK = 512
@@ -72,9 +78,11 @@ def elo_ratings(matches: Sequence[Match], config: EloConfig = EloConfig()) -> di
 
 def elo_table(matches: Sequence[Match], config: EloConfig = EloConfig(), bootstrap: int = 1000,
               seed: int = 0) -> RatingTable:
-    """Elo in file order, with bootstrap 95% intervals (`bootstrap` = 0 turns them off)."""
+    """Elo in file order, with bootstrap 95% intervals (`bootstrap` = 0 turns them off); a gap with few
+    matches behind it gets the Bradley–Terry likelihood interval of the strength gap (module docstring)."""
     encoded = EncodedMatches.of(matches)
     point = run_elo(encoded, np.arange(encoded.n), config)[0]
     resampled = run_elo(encoded, resample_indices(encoded.n, bootstrap, seed), config) \
         if bootstrap > 0 and encoded.n else None
-    return build_table("elo", encoded, point, resampled)
+    gaps = gap_intervals(encoded, fit_strengths(encoded), point, config) if resampled is not None else None
+    return build_table("elo", encoded, point, resampled, gaps)

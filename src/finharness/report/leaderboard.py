@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 from markupsafe import Markup
 
 from ..stats import paired_test
-from .markup import details, fmt_ci, fmt_metric, fmt_num, fmt_p, is_percent_metric, note, section, table
+from .markup import details, fmt_ci, fmt_metric, fmt_num, fmt_p, is_percent_metric, note, section, small_n_mark, table
 from .runs import RunData, by_task, config_differences, display_names
 from .svg import ci_strip
 
@@ -185,7 +185,8 @@ def task_leaderboard(task: str, metric: str, runs: Sequence[RunData], names: Map
         rows.append([label, e.label, Markup('<span class="run">{}</span>').format(run.name),
                      config_cell(configs[run.path]), fmt_metric(e.value, percent),
                      fmt_ci(e.ci95, percent), ci_strip(e.value, e.ci95, domain, percent=percent, label=e.label),
-                     fmt_num(e.n), run.results.get("status", "?"), ", ".join(standing.not_separable_from) or "—"])
+                     Markup("{}{}").format(fmt_num(e.n), small_n_mark(run.metric(metric))),
+                     run.results.get("status", "?"), ", ".join(standing.not_separable_from) or "—"])
     heading = {"higher": metric, "lower": f"{metric} ↓", "info": metric}[direction]
     caption = {"higher": Markup("<b>{}</b> — headline <code>{}</code>"),
                "lower": Markup("<b>{}</b> — headline <code>{}</code>, lower is better (↓)"),

@@ -33,6 +33,12 @@ def fmt_ci(ci95: Sequence[float] | None, percent: bool = True) -> str:
     return f"[{format_value(ci95[0], percent)}, {format_value(ci95[1], percent)}]"
 
 
+def small_n_mark(metric: Any) -> Markup:
+    """A '!' whose tooltip is the metric's warning (n too small for its interval's method), or nothing."""
+    warning = metric.get("warning") if isinstance(metric, dict) else None
+    return Markup(' <span class="warn" title="{}">!</span>').format(warning) if warning else Markup("")
+
+
 def fmt_p(p: float | None) -> str:
     if p is None or not math.isfinite(p):
         return "—"

@@ -24,7 +24,19 @@ from markupsafe import Markup
 from ..benchmarks.mc_methods import METHODS
 from ..plugins import REPORT_SECTION_GROUP, PluginError, catalogue
 from ..util import natural_key
-from .markup import details, figure, fmt_ci, fmt_metric, fmt_num, is_percent_metric, note, section, subsection, table
+from .markup import (
+    details,
+    figure,
+    fmt_ci,
+    fmt_metric,
+    fmt_num,
+    is_percent_metric,
+    note,
+    section,
+    small_n_mark,
+    subsection,
+    table,
+)
 from .pairwise import pairwise_body
 from .runs import RunData, by_task, display_names
 from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
@@ -45,8 +57,8 @@ def value_cell(m: Mapping[str, Any] | None, percent: bool = True) -> Markup:
     """A table cell: the value, and its CI small underneath."""
     if not m or m.get("value") is None:
         return Markup("—")
-    return Markup('{v}<span class="ci">{ci} n={n}</span>').format(v=fmt_metric(m["value"], percent),
-                                                                  ci=fmt_ci(m.get("ci95"), percent), n=m.get("n"))
+    return Markup('{v}<span class="ci">{ci} n={n}{mark}</span>').format(
+        v=fmt_metric(m["value"], percent), ci=fmt_ci(m.get("ci95"), percent), n=m.get("n"), mark=small_n_mark(m))
 
 
 # --- multiple-choice methods (any task run with --method all) -------------------------------------

@@ -1,6 +1,22 @@
-"""Confidence intervals, weighted aggregates and paired tests (scipy underneath)."""
+"""Confidence intervals, weighted aggregates, paired tests, draws and power (scipy underneath).
 
-from .ci import Estimate, mean_ci, proportion_ci, weighted_mean_ci, wilson_ci
-from .paired import PairedResult, paired_test
+Every interval family and its method: docs/statistics.md."""
 
-__all__ = ["Estimate", "mean_ci", "proportion_ci", "weighted_mean_ci", "wilson_ci", "PairedResult", "paired_test"]
+from .ci import (
+    RELIABLE_N,
+    Estimate,
+    binomial_ci,
+    clopper_pearson_ci,
+    mean_ci,
+    proportion_ci,
+    weighted_mean_ci,
+    wilson_ci,
+)
+from .draws import VarianceComponents, clustered_mean_ci, majority_vote, pass_at_k, pass_at_k_ci, variance_components
+from .paired import PairedResult, paired_test, sign_flip_p_value
+from .power import PowerPlan, detectable_difference, plan_comparison, required_items
+
+__all__ = ["RELIABLE_N", "Estimate", "binomial_ci", "clopper_pearson_ci", "mean_ci", "proportion_ci",
+           "weighted_mean_ci", "wilson_ci", "VarianceComponents", "clustered_mean_ci", "majority_vote", "pass_at_k",
+           "pass_at_k_ci", "variance_components", "PairedResult", "paired_test", "sign_flip_p_value", "PowerPlan",
+           "detectable_difference", "plan_comparison", "required_items"]

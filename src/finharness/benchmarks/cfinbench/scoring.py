@@ -11,7 +11,8 @@ Scoring modes (every sample is scored under all three, and under both extraction
 Aggregation (the official grouping): accuracy per category and type; a type's accuracy is the
 mean over its categories (each weighted 1/K); final = 0.4·single + 0.4·multiple + 0.2·judgment,
 renormalised over the types present. Confidence intervals follow the same weighting
-(finharness.stats.weighted_mean_ci over per-category estimates).
+(finharness.stats.weighted_mean_ci over per-category estimates: the binomial interval on the effective
+number of items 1 / Σ w_i² / n_i, so a macro over tiny categories is as wide as its items warrant).
 
 Metric names (values are fractions in [0, 1]), for the headline extraction mode E:
   `M.score`, `M.single`, `M.multiple`, `M.judgment` for M in strict, paper, opencompass;
@@ -22,12 +23,12 @@ and the same for the other extraction mode with its name as prefix: `robust.stri
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from ...core.metrics import Metric
 from ...stats import Estimate, mean_ci, weighted_mean_ci
+from ...stats.ci import NAN_ESTIMATE
 from .categories import QUESTION_TYPES, TYPE_LABELS
 from .extraction import EXTRACTION_MODES
 
@@ -84,11 +85,10 @@ def _metric(estimate: Estimate) -> Metric:
     if metric.value is None or metric.ci95 is None:
         return metric
     low, high = metric.ci95
-    return Metric(round(metric.value, 12), (round(max(0.0, low), 12), round(min(1.0, high), 12)), metric.n,
-                  metric.variance)
+    return replace(metric, value=round(metric.value, 12), ci95=(round(max(0.0, low), 12), round(min(1.0, high), 12)))
 
 
-_EMPTY = Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
+_EMPTY = NAN_ESTIMATE
 
 
 def macro_over_categories(items: Sequence[ScoredItem], key: str) -> Estimate:
@@ -111,6 +111,17 @@ def renormalised_weights(types: Sequence[str]) -> dict[str, float]:
     """TYPE_WEIGHTS restricted to `types`, scaled to sum to 1."""
     total = sum(TYPE_WEIGHTS[t] for t in types)
     return {t: TYPE_WEIGHTS[t] / total for t in types} if total else {}
+
+
+def item_weights(items: Sequence[tuple[str, str]]) -> list[float]:
+    """Each item's weight in the final score, for (question_type, category) pairs: the type's renormalised weight
+    over its categories present, over the category's items (what summarise's macro means give each item)."""
+    per_cell: dict[tuple[str, str], int] = {}
+    for item in items:
+        per_cell[item] = per_cell.get(item, 0) + 1
+    categories = {t: sum(1 for (tt, _) in per_cell if tt == t) for t, _ in per_cell}
+    weights = renormalised_weights([t for t in QUESTION_TYPES if t in categories])
+    return [weights[t] / categories[t] / per_cell[(t, c)] for t, c in items]
 
 
 def summarise(items: Sequence[ScoredItem], headline_extraction: str) -> dict[str, Metric]:

@@ -2,9 +2,10 @@
 
 `compare_modes(norag_dir, rag_dir)`: per category (F, T, FT) and overall, accuracy % (mean correctness
 / 5 x 100) of each run, RAG Δ = (RAG − NoRAG) / NoRAG x 100 (the paper's relative change), and a paired
-t-test (scipy `ttest_rel`, through `finharness.stats.paired_test`) on the per-question correctness of
-the questions both runs scored, starred * p < 0.05, ** p < 0.01; beside them the mean golden-indicator
-F1 of each run, `official` and `proper`, over the same questions.
+test (`finharness.stats.paired_test`: the paper's paired t-test, scipy `ttest_rel`, from 30 questions on --
+its categories have 50 -- and an exact sign-flip test below; refused under 2, with a warning) on the
+per-question correctness of the questions both runs scored, starred * p < 0.05, ** p < 0.01; beside them the
+mean golden-indicator F1 of each run, `official` and `proper`, over the same questions.
 
 `judge_agreement(human_csv, run_dir)`: the calibration phase -- a human's correctness scores (1-5)
 against the judge's, on the questions both scored: MAE, Spearman ρ (rating/compare.compare_ratings)
@@ -96,6 +97,8 @@ class ModeComparison:
     test: str
     f1: Mapping[str, tuple[float, float]]
     """KIND ('official', 'proper') -> mean golden-indicator F1 of (No-RAG, RAG) on those questions."""
+    warning: str | None = None
+    """The paired test's: too few questions (refused below 2; exact but weak below 30)."""
 
     def to_json(self) -> dict[str, Any]:
         num = _json_number
@@ -117,7 +120,7 @@ def _compare(group: str, a: Mapping[str, float], b: Mapping[str, float], f1_a: M
     delta = (rag - norag) / norag * 100 if result.n and norag else math.nan
     both = set(a) & set(b)
     f1 = {kind: (_mean_over(f1_a[kind], both), _mean_over(f1_b[kind], both)) for kind in F1_KINDS}
-    return ModeComparison(group, result.n, norag, rag, delta, result.p_value, result.test, f1)
+    return ModeComparison(group, result.n, norag, rag, delta, result.p_value, result.test, f1, result.warning)
 
 
 def compare_modes(run_norag_dir: str | Path, run_rag_dir: str | Path) -> dict[str, Any]:
@@ -127,7 +130,7 @@ def compare_modes(run_norag_dir: str | Path, run_rag_dir: str | Path) -> dict[st
     merged_a = {k: v for c in CATEGORIES for k, v in norag["per_category"][c].items()}
     merged_b = {k: v for c in CATEGORIES for k, v in rag["per_category"][c].items()}
     rows.append(_compare("overall", merged_a, merged_b, norag["f1"], rag["f1"]))
-    warnings = []
+    warnings = [f"{r.group}: {r.warning}" for r in rows if r.warning and r.n]
     if norag.get("mode") not in (None, "norag"):
         warnings.append(f"the first run is mode {norag['mode']!r}, not 'norag'")
     if rag.get("mode") not in (None, "rag"):

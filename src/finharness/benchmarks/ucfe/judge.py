@@ -251,9 +251,9 @@ def summary(report: JudgeReport, settings: JudgeSettings, *, judge: str, name_a:
         out["verdict"] = "soft"
         out["soft_coverage"] = {"soft": read, "hard_fallback": len(decided) - read,
                                 **Metric.of(proportion_ci(read, len(decided))).to_json()}
-        # with soft outcomes a mean of 0/1-looking values is still a mean: never read as a proportion
+        # outcomes lie in [0, 1]: the bounded interval (0/1-looking ones get the binomial one, which bounds them)
         outcomes = [m.outcome for m in report.matches if m.outcome is not None]
-        out["soft_outcome_a"] = Metric.of(mean_ci(outcomes, counts=True)).to_json()
+        out["soft_outcome_a"] = Metric.of(mean_ci(outcomes, bounds=(0.0, 1.0))).to_json()
         out["soft_items_above_half"] = Metric.of(proportion_ci(sum(o > 0.5 for o in outcomes),
                                                                len(outcomes))).to_json()
     labels = Counter(j.verdict.label for j in report.judgments if j.verdict is not None and j.verdict.label)

@@ -47,7 +47,7 @@ import numpy as np
 from ....data.errors import DataError
 from ....data.io import csv_dict_reader, iter_jsonl
 from ....rating.compare import compare_ratings
-from ....stats import Estimate
+from ....stats import Estimate, mean_ci
 from ....util import MISSING, finite_or_none, format_number
 from ..judge import example_scores, rubric_copy_note
 from ..questions import CATEGORIES, category_of
@@ -285,20 +285,10 @@ def read_human_scores(path: str | Path) -> HumanScores:
 
 # -- agreement ------------------------------------------------------------------------------------
 
-def t_estimate(values: Sequence[float], bounds: tuple[float, float] = (-math.inf, math.inf)) -> Estimate:
-    """Mean with Student's t 95% interval, kept within `bounds` (the values' own range). Always t: stats.mean_ci
-    would give 0/1 data (|judge − human| on integer Likert scores often is) a Wilson interval, capped at 1 point."""
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        return Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
-    mean = float(x.mean())
-    if x.size == 1 or np.ptp(x) == 0:
-        return Estimate(mean, (mean, mean), int(x.size), 0.0)
-    from scipy.stats import ttest_1samp
-
-    ci = ttest_1samp(x, 0.0).confidence_interval(0.95)
-    low, high = max(float(ci.low), bounds[0]), min(float(ci.high), bounds[1])
-    return Estimate(mean, (low, high), int(x.size), float(x.var(ddof=1) / x.size))
+def bounded_estimate(values: Sequence[float], bounds: tuple[float, float]) -> Estimate:
+    """Mean with stats.mean_ci's bounded 95% interval inside `bounds` (the values' own range: |judge − human|
+    on the 1-5 scale lies in [0, 4], so its 0/1 values are a quarter of the range, never read as successes)."""
+    return mean_ci(values, bounds=bounds)
 
 
 @dataclass(frozen=True)
@@ -365,7 +355,8 @@ def agreement(pairs: Sequence[Pair], *, model: str = ALL, category: str = ALL, d
     else:
         reason = None
     return Agreement(model, category, dimension, len(pairs), sum(p.ratings for p in pairs),
-                     t_estimate(np.abs(judge - human), (0.0, SCALE)), t_estimate(judge - human, (-SCALE, SCALE)),
+                     bounded_estimate(np.abs(judge - human), (0.0, SCALE)),
+                     bounded_estimate(judge - human, (-SCALE, SCALE)),
                      None if reason else rank.spearman,
                      None if reason or math.isnan(rank.spearman_p) else rank.spearman_p, reason)
 

@@ -13,10 +13,10 @@ level), s_{q,m} the one model m selected for q (audit.jsonl stage "after"), acc(
 - Eq. 2-4, metric extraction per answer (as we read the issue): P_a = |N_a ∩ G_q| / |N_a| (0 when N_a is
   empty), R_a = |N_a ∩ G_q| / |G_q|, F1_a = 2 P_a R_a / (P_a + R_a) (0 when both are 0) -- indicators.f1_proper,
   the `proper` F1 of the FinTradeBench task. Per model, P_m, R_m and F1_m are the means over its candidates
-  (every level: the same answers Eq. 9 splits by level), with t intervals -- the release averages per-row
-  F1 the same way (generate_paper_tables_and_plots.py: f1_score 'mean').
-- Eq. 5, macro F1 (as we read the issue): F1_macro = (1/|M|) Σ_m F1_m (normal interval from the models'
-  intervals, stats.weighted_mean_ci).
+  (every level: the same answers Eq. 9 splits by level), with bounded intervals (stats.ci) -- the release
+  averages per-row F1 the same way (generate_paper_tables_and_plots.py: f1_score 'mean').
+- Eq. 5, macro F1 (as we read the issue): F1_macro = (1/|M|) Σ_m F1_m (stats.weighted_mean_ci: the binomial
+  interval on the models' effective number of answers).
 - Eq. 6, judge MAE per model (as we read the issue): MAE_m = mean over the items (q, m) that humans scored of
   |J_{q,m} − H_{q,m}|, J and H the judge's and the raters' mean over the dimensions both scored (the
   calibration's `overall` cell of model m, calibration.py). Needs a human-score file.
@@ -80,10 +80,15 @@ NAN_ESTIMATE = Estimate(math.nan, (math.nan, math.nan), 0, math.nan)
 
 
 def estimate_json(e: Estimate | None) -> dict[str, Any] | None:
-    """{'value', 'ci95', 'n'} with nulls for what is missing."""
+    """{'value', 'ci95', 'n'} (and the interval's method and small-n warning) with nulls for what is missing."""
     if e is None:
         return None
-    return {"value": finite_or_none(e.value, 4), "ci95": [finite_or_none(x, 4) for x in e.ci95], "n": e.n}
+    out = {"value": finite_or_none(e.value, 4), "ci95": [finite_or_none(x, 4) for x in e.ci95], "n": e.n}
+    if e.method and e.n:
+        out["method"] = e.method
+    if e.warning and e.n:
+        out["warning"] = e.warning
+    return out
 
 
 # -- records ------------------------------------------------------------------------------------------
@@ -271,11 +276,8 @@ def extraction(candidates: Sequence[CandidateRecord], golden: Mapping[str, Seque
 
 
 def share_estimate(values: Sequence[float]) -> Estimate:
-    """stats.mean_ci of values in [0, 1] (precision, recall, F1), its t interval kept inside [0, 1]."""
-    e = mean_ci(values)
-    if e.n == 0:
-        return e
-    return Estimate(e.value, (max(e.ci95[0], 0.0), min(e.ci95[1], 1.0)), e.n, e.variance)
+    """stats.mean_ci of values in [0, 1] (precision, recall, F1): the bounded interval, inside [0, 1]."""
+    return mean_ci(values, bounds=(0.0, 1.0))
 
 
 def macro(estimates: Iterable[Estimate]) -> Estimate:

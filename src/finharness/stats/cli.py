@@ -1,0 +1,166 @@
+"""`finharness plan`: how small a difference between two models a paired test on n items would detect.
+
+The per-item spread comes from stored runs where there are any (samples.jsonl): two runs on the same
+items give the spread of their per-item differences; one run gives its scores' spread, with a second
+model assumed to correlate with it (--correlation). Without runs, --accuracy (0/1 scores) or --sd says
+it. --pairwise reads the scores as one model's outcome against the other (1 / ½ / 0; --matches reads
+them from a matches file) and adds the difference in rating points. A CFinBench run counts its items
+by their weight in the 0.4/0.4/0.2 score (effective n).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..cli_common import fail
+from .power import (
+    ALPHA,
+    DEFAULT_CORRELATION,
+    POWER,
+    PowerPlan,
+    binary_difference_sd,
+    difference_sd,
+    difference_sd_from_one,
+    effective_n,
+    plan_comparison,
+)
+
+TIE_SHARE = 0.2
+"""Ties assumed among pairwise verdicts when no matches file says (UCFE judges call about one in five a tie)."""
+
+
+def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict[str, tuple[str, str]]]:
+    """(task, per-item score, per-item (question type, category)) of a stored run."""
+    from ..data.errors import DataError
+    from ..data.io import iter_jsonl, read_json
+
+    try:
+        task = str((read_json(run / "results.json") if (run / "results.json").exists() else {}).get("task", ""))
+        scores, cells = {}, {}
+        for _, line in iter_jsonl(run / "samples.jsonl"):
+            score = line.get("score") or {}
+            v = score.get("value") if value is None else (score.get("values") or {}).get(value)
+            if v is None:
+                continue
+            scores[str(line["id"])] = float(v)
+            meta = line.get("metadata") or {}
+            if "type" in meta and "category" in meta:
+                cells[str(line["id"])] = (str(meta["type"]), str(meta["category"]))
+    except DataError as err:
+        fail(str(err))
+    if len(scores) < 2:
+        fail(f"{run / 'samples.jsonl'}: {len(scores)} scored item(s)" + (f" with value {value!r}" if value else "")
+             + "; the spread needs at least 2 (run more items, or give --sd / --accuracy)")
+    return task, scores, cells
+
+
+def _weight_ratio(task: str, ids: list[str], cells: dict[str, tuple[str, str]]) -> float:
+    """effective n / n of a CFinBench run's items (1 for other tasks)."""
+    if not task.startswith("cfinbench") or not ids or any(i not in cells for i in ids):
+        return 1.0
+    from ..benchmarks.cfinbench.scoring import item_weights
+
+    return effective_n(item_weights([cells[i] for i in ids])) / len(ids)
+
+
+def _matches_sd(path: Path) -> float:
+    from ..rating.matches import MatchFileError, read_matches
+
+    try:
+        matches = read_matches(path)
+    except MatchFileError as err:
+        fail(str(err))
+    pairs = {tuple(sorted((m.model_a, m.model_b))) for m in matches}
+    if len(pairs) != 1:
+        fail(f"{path}: matches of {len(pairs)} model pairs; plan reads one pair (split the file by pair)")
+    first = sorted(next(iter(pairs)))[0]
+    outcomes = [m.score_a if m.model_a == first else 1 - m.score_a for m in matches]
+    if len(outcomes) < 2:
+        fail(f"{path}: {len(outcomes)} match(es); the spread needs at least 2")
+    mean = sum(outcomes) / len(outcomes)
+    return (sum((o - mean) ** 2 for o in outcomes) / (len(outcomes) - 1)) ** 0.5
+
+
+def _print(plan: PowerPlan, pairwise: bool) -> None:
+    unit = " (win share − ½)" if pairwise else ""
+    lines = [f"items {plan.n}" + (f" (effective {plan.effective_n:.0f}: weighted score)"
+                                  if abs(plan.effective_n - plan.n) > 0.5 else ""),
+             f"per-item sd of the difference {plan.sd:.4f}  ({plan.source})"]
+    if plan.target is not None:
+        lines.append(f"to detect {plan.target:.4f}{unit}: {plan.n} items")
+    lines.append(f"smallest difference detected at {plan.power:.0%} power (two-sided, alpha {plan.alpha:g}): "
+                 f"{plan.detectable:.4f}{unit}" + (f" = {plan.rating_points:.1f} rating points"
+                                                  if plan.rating_points is not None else ""))
+    for line in lines:
+        typer.echo(line)
+
+
+def plan_command(
+    runs: list[Path] = typer.Argument(None, help="0, 1 or 2 run directories (samples.jsonl): the spread comes "
+                                                  "from them."),
+    n: list[int] = typer.Option([], "--n", help="Planned items (repeatable). Default: the items of the run(s)."),
+    difference: Optional[float] = typer.Option(None, "--diff", help="A difference to detect: prints the items "
+                                                                      "needed instead."),
+    sd: Optional[float] = typer.Option(None, "--sd", help="Per-item standard deviation of the difference."),
+    accuracy: Optional[float] = typer.Option(None, "--accuracy", help="Planned accuracy of 0/1 scores."),
+    correlation: float = typer.Option(DEFAULT_CORRELATION, "--correlation", help="Assumed correlation of the two "
+                                      "models' per-item scores (one run, or --accuracy)."),
+    pairwise: bool = typer.Option(False, "--pairwise", help="Scores are outcomes of one model against the other "
+                                  "(1, ½, 0): the difference is the win share's distance from ½, also in points."),
+    matches: Optional[Path] = typer.Option(None, "--matches", help="Matches file of one model pair (implies "
+                                           "--pairwise): the outcomes' spread."),
+    value: Optional[str] = typer.Option(None, "--value", help="A per-sample score value instead of the headline."),
+    alpha: float = typer.Option(ALPHA, "--alpha"),
+    power: float = typer.Option(POWER, "--power"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """How many items a comparison needs: the smallest difference a paired test detects at 80% power."""
+    runs = list(runs or [])
+    pairwise = pairwise or matches is not None
+    ratio, items = 1.0, None
+    if len(runs) > 2:
+        fail(f"plan reads at most 2 runs; got {len(runs)}")
+    if matches is not None:
+        spread, source = _matches_sd(matches), f"outcomes in {matches}"
+    elif len(runs) == 2:
+        (task, a, cells), (_, b, _) = _read_run(runs[0], value), _read_run(runs[1], value)
+        shared = sorted(set(a) & set(b))
+        if len(shared) < 2:
+            fail(f"{runs[0]} and {runs[1]} share {len(shared)} scored item(s); the spread needs at least 2")
+        spread, source = difference_sd(a, b), f"differences of {runs[0]} and {runs[1]} on {len(shared)} items"
+        ratio, items = _weight_ratio(task, shared, cells), len(shared)
+    elif len(runs) == 1:
+        task, scores, cells = _read_run(runs[0], value)
+        spread = difference_sd_from_one(list(scores.values()), correlation)
+        source = f"scores of {runs[0]} ({len(scores)} items), correlation {correlation:g} assumed"
+        ratio, items = _weight_ratio(task, sorted(scores), cells), len(scores)
+    elif sd is not None:
+        spread, source = sd, "given"
+    elif accuracy is not None:
+        spread, source = binary_difference_sd(accuracy, correlation), \
+            f"0/1 scores at accuracy {accuracy:g}, correlation {correlation:g}"
+    elif pairwise:
+        spread, source = ((1 - TIE_SHARE) / 4) ** 0.5, f"even models, {TIE_SHARE:.0%} ties assumed"
+    else:
+        fail("give run directories, --matches, --sd or --accuracy (where the per-item spread comes from)")
+    sizes = n or ([items] if items else [])
+    if difference is None and not sizes:
+        fail("give --n (planned items) or --diff (a difference to detect)")
+    scale = (400.0, 10.0) if pairwise else None
+    try:
+        plans = [plan_comparison(spread, difference=difference, weight_ratio=ratio, alpha=alpha, power=power,
+                                 source=source, pairwise_scale=scale)] if difference is not None else \
+            [plan_comparison(spread, n=size, weight_ratio=ratio, alpha=alpha, power=power, source=source,
+                             pairwise_scale=scale) for size in sizes]
+    except ValueError as err:
+        fail(str(err))
+    if as_json:
+        out: Any = [p.to_json() for p in plans]
+        typer.echo(json.dumps(out if len(out) > 1 else out[0], indent=2))
+        return
+    for p in plans:
+        _print(p, pairwise)
