@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import typer
 
-from .cli_common import LiveProgress, fail, parse_options, resolve_data_dir, resolve_store
+from .cli_common import LiveProgress, check_endpoints, fail, parse_options, resolve_data_dir, resolve_store
 from .cli_plugins import plugin_app
 
 app = plugin_app(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -203,6 +203,8 @@ def run(
         backends = backends_by_role(specs, from_spec)
     except SpecError as err:
         fail(str(err))
+    if executor == "local":  # Ray workers reach their own node's servers
+        check_endpoints(backends.values())
     started = time.time()
     resolved_data_dir = resolve_data_dir(data_dir)
     run_versions = versions()

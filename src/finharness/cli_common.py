@@ -21,7 +21,7 @@ import typer
 from .data.registry import resolve_data_dir
 from .redact import redact
 
-__all__ = ["LiveProgress", "fail", "parse_options", "resolve_data_dir", "resolve_store", "user_error_message"]
+__all__ = ["LiveProgress", "check_endpoints", "fail", "parse_options", "resolve_data_dir", "resolve_store", "user_error_message"]
 
 
 def fail(message: str) -> NoReturn:
@@ -64,6 +64,23 @@ def user_error_message(err: BaseException) -> str | None:
         where = "".join(f"{name}: " for name in (err.filename, err.filename2) if name is not None)
         return f"{where}{what} ({hint})"
     return None
+
+
+def check_endpoints(backends: Any) -> None:
+    """Before a run's first call: every remote endpoint answers one cheap request, else one error line per
+    endpoint that does not (exit 2) — not a run that fails every sample after its timeouts."""
+    seen: set[int] = set()
+    problems = []
+    for backend in backends:
+        preflight = getattr(backend, "preflight", None)
+        if id(backend) in seen or preflight is None:
+            continue
+        seen.add(id(backend))
+        problem = preflight()
+        if problem:
+            problems.append(f"{backend.spec}: {problem}")
+    if problems:
+        fail("; ".join(problems) + " (is the server running, and is the URL in the spec right? nothing was run)")
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from .http_common import (
     RemoteError,
     RemoteSpec,
     bad_response,
+    endpoint_problem,
     int_option,
     parse_remote_spec,
     post_json,
@@ -55,9 +56,14 @@ class AnthropicBackend(BaseBackend):
         if remote.api_key:
             headers["x-api-key"] = remote.api_key
         self._client = LoopBoundClient(remote, headers)
+        self._headers = headers
         self._warned: set[str] = set()
         self.thinking_budget = int_option(spec, remote.options, "thinking_budget", minimum=MIN_THINKING_BUDGET)
         """Extended thinking's budget_tokens (None: no thinking)."""
+
+    def preflight(self) -> str | None:
+        """Why the server cannot be used (None: it answers): GET {base_url}/models, before a run's first call."""
+        return endpoint_problem(f"{self.remote.base_url}/models", self._headers)
 
     def identity(self) -> Mapping[str, Any]:
         identity = {"api": "anthropic", "model": self.remote.model, "base_url": self.remote.base_url,

@@ -299,6 +299,20 @@ def fetch_json_sync(url: str, headers: Mapping[str, str], timeout: float = 5.0) 
         return None
 
 
+def endpoint_problem(url: str, headers: Mapping[str, str], timeout: float = 5.0) -> str | None:
+    """Why the server behind `url` cannot be used (None: it answered): one cheap GET before a run's first call.
+    A server that answers with any status but an authentication refusal is there (some have no such route)."""
+    try:
+        response = httpx.get(url, headers=dict(headers), timeout=timeout, verify=ssl_context())
+    except httpx.TimeoutException:
+        return f"no answer from {url} within {timeout:.0f} s"
+    except httpx.HTTPError as exc:
+        return f"cannot reach {url} ({type(exc).__name__}: {exc})"
+    if response.status_code in (401, 403):
+        return f"{url} refused the credentials (HTTP {response.status_code}): check the key variable"
+    return None
+
+
 def warn_once(seen: set[str], key: str, message: str) -> None:
     """Log a warning the first time `key` comes up (e.g. a parameter a backend ignores)."""
     if key not in seen:

@@ -30,6 +30,7 @@ from .http_common import (
     RemoteSpec,
     StatusError,
     bad_response,
+    endpoint_problem,
     fetch_json_sync,
     flag_option,
     int_option,
@@ -140,6 +141,10 @@ class OpenAICompatBackend(BaseBackend):
         if stated:  # only when stated: the identity of a plain spec stays what it always was
             identity["request_form"] = stated
         return identity
+
+    def preflight(self) -> str | None:
+        """Why the server cannot be used (None: it answers): GET {base_url}/models, before a run's first call."""
+        return endpoint_problem(f"{self.remote.base_url}/models", self._headers)
 
     def server_model(self) -> Mapping[str, Any] | None:
         """What GET /models says about the served model (asked once, cached; None if it does not answer).

@@ -133,5 +133,10 @@ class BaseBackend:
         batches sizes itself by it). Optional: the runner calls it only where a backend has it."""
         return None
 
+    def preflight(self) -> str | None:
+        """Why the model cannot be reached (None: it can), asked once before a run's first call with one cheap
+        request; a remote backend asks its server, a local one has nothing to ask."""
+        return None
+
     async def aclose(self) -> None:
         return None

@@ -117,6 +117,13 @@ def _needed(rows: Sequence[PreparedRow], role: str) -> list[str]:
     return [r.spec.id for r in rows if role in r.roles]
 
 
+def check_roles(rows: Sequence[PreparedRow], judge: str | None, user: str | None) -> None:
+    """A ValueError naming the rows that need a judge or a simulated user when none is given."""
+    for role, spec in (("judge", judge), ("user", user)):
+        if spec is None and _needed(rows, role):
+            raise ValueError(f"rows {_needed(rows, role)} need a model for role {role!r}: give --{role.replace('user', 'user-model')} SPEC")
+
+
 def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
               user: str | None, out: Path, options: RunOptions, progress_for: ProgressFor | None = None,
               judge_progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None) -> SuiteOutcome:
@@ -124,13 +131,15 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
 
     A row that cannot run for a model (bad data, a missing role) is in `errors`; the others run on. options: as for
     run_task, the same for every row except its own size (`limit`/`sample`) and the suite's seed."""
-    for role, spec in (("judge", judge), ("user", user)):
-        if spec is None and _needed(rows, role):
-            raise ValueError(f"rows {_needed(rows, role)} need a model for role {role!r}: give --{role.replace('user', 'user-model')} SPEC")
+    check_roles(rows, judge, user)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
     backends: dict[str, Backend] = {spec: from_spec(spec) for spec in specs}
+    problems = [f"{spec}: {problem}" for spec, backend in backends.items() if (problem := backend.preflight())]
+    if problems:
+        raise ValueError("; ".join(problems) + " (is the server running, and is the URL in the spec right? nothing "
+                         "was run)")
     store_path = out / "store.sqlite"
     outcome = SuiteOutcome(manifest={})
     errors: dict[str, dict[str, str]] = {}
@@ -247,4 +256,4 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
     }
 
 
-__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "prepare_rows", "run_suite"]
+__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "check_roles", "prepare_rows", "run_suite"]
