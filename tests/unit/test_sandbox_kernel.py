@@ -86,3 +86,38 @@ def test_unsafe_falls_back_to_bare_only_with_its_warning(monkeypatch):
         assert box.run("1 + 1").value == 2.0
     with pytest.raises(ValueError, match="audit guard"):
         Sandbox(pool_size=1, isolation="bare", audit=False)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_worker_cgroup_files_in_both_versions(tmp_path, monkeypatch, version):
+    """The files a worker cgroup writes and reads, on a stand-in directory (this machine has only one layout;
+    the kernel makes these files when the cgroup directory is made, the stand-in's mkdir does here)."""
+    from pathlib import Path
+
+    from finharness.sandbox.cgroups import MemoryControl, WorkerCgroup
+
+    names = (("memory.max", "memory.swap.max", "memory.events") if version == 2 else
+             ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control"))
+    real_mkdir = Path.mkdir
+
+    def mkdir_like_the_kernel(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        for name in names:
+            (path / name).write_text("oom 0\noom_kill 0\n" if name.endswith(("events", "control")) else "max\n")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_like_the_kernel)
+    group = WorkerCgroup(MemoryControl(tmp_path, version), 512)
+    monkeypatch.undo()
+    limit, swap, events = (group.path / name for name in names)
+    assert limit.read_text() == str(512 * 2**20)
+    assert swap.read_text() == ("0" if version == 2 else str(512 * 2**20))  # no swapping instead of the limit
+    group.set_limit(1024)
+    assert limit.read_text() == str(1024 * 2**20)
+    assert not group.oom_killed_since_last_asked()
+    events.write_text("oom 1\noom_kill 1\n")
+    assert group.oom_killed_since_last_asked() and not group.oom_killed_since_last_asked()
+    assert group.procs_file == str(group.path / "cgroup.procs")
+    for name in names:
+        (group.path / name).unlink()
+    group.remove()
+    assert not group.path.exists()
