@@ -74,6 +74,13 @@ def _make_task(ref: Any, options: dict[str, Any]):
         fail(str(err))
 
 
+def with_sandbox(ref: Any, options: dict[str, Any], sandbox: str | None) -> dict[str, Any]:
+    """`--sandbox` as the `sandbox` option of the tasks that run model-written code (those that declare it)."""
+    if sandbox is None or "sandbox" not in {o.name for o in ref.cls.describe_options()}:
+        return options
+    return {**options, "sandbox": sandbox}
+
+
 def _options_per_task(refs: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
     """A pooled run's task options, each given to the tasks that declare it (`-o exam=...` reaches CFinBench, not
     the demo); an option no task of the pool takes is a usage error naming the closest one."""
@@ -137,6 +144,8 @@ def run(
                                          "(in the run key)."),
     draws: int = typer.Option(1, min=1, help="Answers per item (sampled: with --temperature > 0): metrics get the "
                               "item-clustered interval and the share of variance from sampling."),
+    sandbox: Optional[str] = typer.Option(None, help="Isolation of model-written programs (BizBench's program tasks): "
+                                          "auto | bwrap | kernel | unsafe (docs/sandbox.md; recorded in results)."),
     price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a "
                                     "model (its spec or name; repeatable): results carry the cost."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
@@ -195,6 +204,7 @@ def run(
             fail(INSTALL_HINT)
     task_opts = _task_options(split, shots, method, extract, mode, option)
     per_task = _options_per_task(refs, task_opts) if len(refs) > 1 else [task_opts]
+    per_task = [with_sandbox(ref, opts, sandbox) for ref, opts in zip(refs, per_task)]
     task_objs = [_make_task(ref, opts) for ref, opts in zip(refs, per_task)]
     out = out or Path("runs") / f"{run_dir_name('+'.join(tasks))}__{run_dir_name(model)}"
     store_path = resolve_store(store, out / "store.sqlite")
@@ -463,6 +473,8 @@ def suite_cmd(
                                                 "would take the tokens of every role and model past N."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks."),
+    sandbox: Optional[str] = typer.Option(None, help="Isolation of model-written programs: auto | bwrap | kernel | "
+                                          "unsafe (docs/sandbox.md)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per row, model and role the items, "
                                  "calls, tokens, what is stored, the cost at the prices and the smallest difference "
                                  "each row detects (docs/plan.md)."),
@@ -493,7 +505,7 @@ def suite_cmd(
     out = out or Path("runs") / f"suite-{spec.name}"
     root = resolve_data_dir(data_dir)
     try:
-        rows = prepare_rows(spec, root)
+        rows = prepare_rows(spec, root, sandbox)
     except ValueError as err:
         fail(str(err))
     spending = make_spending(price, max_cost, budget_tokens, table=spec.prices)
@@ -818,8 +830,8 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
         max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None,
-        temperature=None, max_tokens=None, system=None, draws=1, price=[], max_cost=None, budget_tokens=None,
-        no_pull=False, dry_run=False, as_json=False)
+        temperature=None, max_tokens=None, system=None, draws=1, sandbox=None, price=[], max_cost=None,
+        budget_tokens=None, no_pull=False, dry_run=False, as_json=False)
 
 
 def main() -> None:

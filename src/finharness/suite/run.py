@@ -64,14 +64,17 @@ def _standin_name(options: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in options.items())
 
 
-def prepare_rows(suite: Suite, data_root: Path) -> list[PreparedRow]:
+def prepare_rows(suite: Suite, data_root: Path, sandbox: str | None = None) -> list[PreparedRow]:
     """Resolve every row's task and check its options now (a bad suite fails before any model loads); a row with a
-    fallback whose official data is absent runs the fallback, named as a stand-in."""
+    fallback whose official data is absent runs the fallback, named as a stand-in. `sandbox` (--sandbox) goes to
+    the rows whose task runs model-written code."""
     rows = []
     for row in suite.tasks:
         try:
             ref = resolve_task(row.task)
             options: dict[str, Any] = dict(row.options)
+            if sandbox is not None and "sandbox" in {o.name for o in ref.cls.describe_options()}:
+                options["sandbox"] = sandbox
             task = ref.make(options)
         except (KeyError, ValueError) as err:
             message = err.args[0] if isinstance(err, KeyError) else str(err)
