@@ -138,15 +138,20 @@ class LiveProgress:
     """A preparation phase shorter than this leaves no line, on a terminal or not: cached loads stay silent
     (on a terminal its row may flash by). A failed phase always says so."""
 
-    def _on_phase(self, event: str, description: str, seconds: float | None) -> None:
-        """Show a long preparation phase (util.phase) while it runs: a row of its own on a terminal, else a
-        line once it has lasted PHASE_QUIET_S; then, when it lasted that long, a line saying how long it took
-        (or, whatever its length, that it failed)."""
+    def _on_phase(self, event: str, description: str, value: float | None) -> None:
+        """Show a long preparation phase (util.phase) while it runs: a row of its own on a terminal (with its
+        steps done of total when it counts them), else a line once it has lasted PHASE_QUIET_S, and for a
+        counted phase a `done/total` line at most every 5 s after that; then, when it lasted that long, a line
+        saying how long it took (or, whatever its length, that it failed)."""
         import threading
 
+        if event == "advance":
+            self._phase_advance(description, int(value or 0))
+            return
         if event == "start":
+            self._phase_started[description] = (time.perf_counter(), value)
             if self.progress is not None:
-                self._phases[description] = self.progress.add_task(f"  {description}", total=None, stats="")
+                self._phases[description] = self.progress.add_task(f"  {description}", total=value, stats="")
             else:
                 timer = threading.Timer(self.PHASE_QUIET_S, lambda: self.console.print(f"{description} ...",
                                                                                        highlight=False))
@@ -155,12 +160,14 @@ class LiveProgress:
                 timer.start()
             return
         shown = self._phases.pop(description, None)
+        self._phase_started.pop(description, None)
         if self.progress is not None:
             if shown is None:
                 return
             self.progress.remove_task(shown)
         elif shown is not None:
             shown.cancel()
+        seconds = value  # an ending phase's value is how long it ran
         if seconds is None:
             return
         if event == "failed":
@@ -168,10 +175,26 @@ class LiveProgress:
         elif seconds >= self.PHASE_QUIET_S:
             self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
 
+    def _phase_advance(self, description: str, done: int) -> None:
+        started, total = self._phase_started.get(description, (None, None))
+        if started is None:
+            return
+        if self.progress is not None:
+            if description in self._phases:
+                self.progress.update(self._phases[description], completed=done)
+            return
+        now = time.perf_counter()
+        if now - started >= self.PHASE_QUIET_S and now - self.last_line.get(description, 0.0) > 5:
+            self.last_line[description] = now
+            self.console.print(f"{description}: {done}/{total:.0f}" if total else f"{description}: {done}",
+                               highlight=False)
+
     def __enter__(self) -> "LiveProgress":
         from .util import add_phase_listener
 
         self._phases: dict[str, Any] = {}
+        self._phase_started: dict[str, tuple[float, float | None]] = {}
+        """(start time, total steps) of each phase running."""
         if self.enabled:
             add_phase_listener(self._on_phase)
         if self.enabled and self.console.is_terminal:

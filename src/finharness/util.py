@@ -78,8 +78,26 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
 # -- long preparation phases --------------------------------------------------------------------------
 
 PhaseListener = Callable[[str, str, "float | None"], None]
-"""Called with ("start", description, None), then ("end", description, seconds) when the phase succeeded or
+"""Called with ("start", description, total steps or None), then ("advance", description, steps done) after each
+step of a phase that counts its steps, then ("end", description, seconds) when the phase succeeded or
 ("failed", description, seconds) when it raised."""
+
+
+class PhaseSteps:
+    """What `phase` yields: call `advance()` after each of its `total` steps (a filing indexed), so a display
+    can show how far the phase is."""
+
+    def __init__(self, description: str, total: int | None, listeners: list[PhaseListener]):
+        self.description = description
+        self.total = total
+        self.done = 0
+        self._listeners = listeners
+
+    def advance(self) -> None:
+        self.done += 1
+        for listener in self._listeners:
+            listener("advance", self.description, float(self.done))
+
 
 _phase_listeners: list[PhaseListener] = []
 _phase_lock = threading.Lock()
@@ -97,17 +115,18 @@ def remove_phase_listener(listener: PhaseListener) -> None:
 
 
 @contextlib.contextmanager
-def phase(description: str) -> Iterator[None]:
+def phase(description: str, total: int | None = None) -> Iterator[PhaseSteps]:
     """A long preparation step (a retrieval index build, a model assembly): progress displays show it while
-    it runs, so a bar standing at 0/N says what it is waiting for."""
+    it runs, so a bar standing at 0/N says what it is waiting for. With `total`, the step counts its parts:
+    call `advance()` on what it yields after each."""
     with _phase_lock:
         listeners = list(_phase_listeners)
     for listener in listeners:
-        listener("start", description, None)
+        listener("start", description, None if total is None else float(total))
     started = time.perf_counter()
     succeeded = False
     try:
-        yield
+        yield PhaseSteps(description, total, listeners)
         succeeded = True
     finally:
         event = "end" if succeeded else "failed"

@@ -45,12 +45,38 @@ def test_building_an_index_announces_itself(tmp_path, monkeypatch, shared_data):
     from finharness.retrieval.index import IndexParams, build_index
 
     events = []
-    util.add_phase_listener(lambda event, description, seconds: events.append((event, description)))
+    util.add_phase_listener(lambda event, description, value: events.append((event, description, value)))
     try:
-        refs = discover_filings(shared_data, tickers={"ADSK"})[:1]
-        build_index(refs, IndexParams(), cache=tmp_path)  # built: announced
+        refs = discover_filings(shared_data, tickers={"ADSK"})[:2]
+        build_index(refs, IndexParams(), cache=tmp_path)  # built: announced, counting its filings
         build_index(refs, IndexParams(), cache=tmp_path)  # from the cache: no phase
     finally:
         util._phase_listeners.clear()
-    assert [e for e, _ in events] == ["start", "end"]
-    assert "retrieval index of ADSK" in events[0][1]
+    assert [(e, v) for e, _, v in events[:-1]] == [("start", 2.0), ("advance", 1.0), ("advance", 2.0)]
+    assert events[-1][0] == "end" and "2 of the 2 filings of ADSK" in events[0][1]
+
+
+def test_a_counted_phase_shows_how_far_it_is(monkeypatch):
+    live, out = _line_display(monkeypatch, quiet_s=0.0)
+    with live:
+        with util.phase("retrieval: chunking 3 filings", total=3) as steps:
+            live._phases["retrieval: chunking 3 filings"].join(5)
+            for _ in range(3):
+                steps.advance()
+                live.last_line.clear()  # as if 5 s had passed between filings
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == ["retrieval: chunking 3 filings ...", "retrieval: chunking 3 filings: 1/3",
+                         "retrieval: chunking 3 filings: 2/3", "retrieval: chunking 3 filings: 3/3"]
+    assert lines[4].startswith("retrieval: chunking 3 filings: done in")
+
+
+def test_on_a_terminal_a_counted_phase_is_a_row_with_its_own_count():
+    live = LiveProgress("fintradebench on embedded")
+    live.console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    with live:
+        with util.phase("retrieval: embedding 2 filings", total=2) as steps:
+            row = next(t for t in live.progress.tasks if "embedding 2 filings" in t.description)
+            assert (row.total, row.completed) == (2, 0)
+            steps.advance()
+            assert row.completed == 1
+        assert all("embedding" not in t.description for t in live.progress.tasks)  # gone when it ends

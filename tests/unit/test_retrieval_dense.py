@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import zlib
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from finharness.retrieval import RetrievalConfig, Retriever
 from finharness.retrieval import retrieve as retrieve_module
 from finharness.retrieval.dense import DenseUnavailable, default_encoder
 
-from .retrieval_fakes import tiny_data_root
+from .retrieval_fakes import tiny_data_root, write_filing
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +73,35 @@ def test_embeddings_are_cached_per_filing(tmp_path: Path):
     first = _CountingEncoder()
     Retriever(root, RetrievalConfig(price_tables=0), cache=tmp_path / "cache", encoder=first).retrieve(
         "widgets", "ACME", "2024-03-01")  # only the 10-K is eligible
-    assert first.texts and all("10-K" in text for text in first.texts[:-1]) and first.texts[-1] == "widgets"
+    assert first.texts[-1] == "widgets" and any("Acme sells widgets" in text for text in first.texts)
+    assert not any("Gadget" in text for text in first.texts)  # the later 10-Q is not embedded for this as-of
 
     later = _CountingEncoder()
     result = Retriever(root, RetrievalConfig(price_tables=0), cache=tmp_path / "cache", encoder=later).retrieve(
         "widgets", "ACME", "2024-06-01")
     documents = later.texts[:-1]
-    assert documents and all("10-Q" in text for text in documents)  # the 10-K's vectors came from the cache
+    assert any("Gadget revenue doubled" in text for text in documents)
+    assert not any("Acme sells widgets" in text for text in documents)  # the 10-K's vectors came from the cache
     assert result.dense == "on (counting-bow)"
 
     again = _CountingEncoder()
     Retriever(root, RetrievalConfig(price_tables=0), cache=tmp_path / "cache", encoder=again).retrieve(
         "widgets", "ACME", "2024-06-01")
     assert again.texts == ["widgets"]  # only the query is embedded
+
+
+def test_a_section_repeated_unchanged_is_embedded_once_and_rows_stay_aligned(tmp_path: Path):
+    root = tiny_data_root(tmp_path / "data")
+    repeated = {"Item 1A. Risk Factors": ["Widget supply depends on one foundry in a single region."]}
+    write_filing(root, "Acme", "10-Q", "2024-08-01", "0000000001-24-000003", dt.date(2024, 6, 30), repeated)
+    write_filing(root, "Acme", "10-Q", "2024-11-01", "0000000001-24-000004", dt.date(2024, 9, 30), repeated)
+    encoder = _CountingEncoder()
+    retriever = Retriever(root, RetrievalConfig(price_tables=0), cache=tmp_path / "cache", encoder=encoder)
+    result = retriever.retrieve("single foundry supply risk", "ACME", "2024-12-31")
+    assert sum("one foundry" in text for text in encoder.texts) == 1  # the second 10-Q reused the first's vector
+    index = retriever.filing_index("ACME", dt.date(2024, 12, 31))
+    assert index.dense.shape == (len(index.children), 384)
+    assert "one foundry" in result.items[0].text
 
 
 def test_unavailable_dense_falls_back_to_bm25_and_says_so(tmp_path: Path, monkeypatch):
@@ -99,3 +116,27 @@ def test_unavailable_dense_falls_back_to_bm25_and_says_so(tmp_path: Path, monkey
     assert "Widget revenue grew" in result.items[0].text
     with pytest.raises(DenseUnavailable):
         Retriever(root, RetrievalConfig(dense="on"), cache=tmp_path / "cache").retrieve("x", "ACME", "2024-06-01")
+
+
+def test_a_question_pays_only_for_its_company_s_filings_filed_by_its_as_of(tmp_path: Path, monkeypatch):
+    from finharness import util
+    from finharness.retrieval import index as index_module
+
+    root = tiny_data_root(tmp_path / "data")
+    write_filing(root, "Other", "10-K", "2024-02-10", "0000000002-24-000001", dt.date(2023, 12, 31),
+                 {"Item 7. MD&A": ["Other Corp sells sprockets."]})
+    parsed = []
+    real_load = index_module.load_filing
+    monkeypatch.setattr(index_module, "load_filing", lambda ref, cache=None: parsed.append(ref.path.name)
+                        or real_load(ref, cache=cache))
+    phases = []
+    util.add_phase_listener(lambda event, description, value: phases.append((event, value)))
+    try:
+        encoder = _CountingEncoder()
+        retriever = Retriever(root, RetrievalConfig(price_tables=0), cache=tmp_path / "cache", encoder=encoder)
+        retriever.retrieve("widgets", "ACME", "2024-03-01")
+    finally:
+        util._phase_listeners.clear()
+    assert parsed == ["10-K_2024-02-01_0000000001-24-000001.htm"]  # not ACME's later 10-Q, nothing of OTHER
+    assert not any("sprockets" in text or "Gadget" in text for text in encoder.texts)
+    assert [p for p in phases if p[0] != "end"] == [("start", 1.0), ("advance", 1.0)]  # one filing, counted

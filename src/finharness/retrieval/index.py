@@ -12,9 +12,17 @@ Caching, all under ``<cache>/retrieval`` (``$FINHARNESS_CACHE`` or ~/.cache/finh
   BM25 parameters, the parser and index versions and the bm25s version: editing any file, or any
   parameter, gives a new key and a fresh build.
 - ``dense/<encoder>/<filing sha256>-<chunking>.npy``: the embeddings of one filing's children, so
-  each filing is embedded once whatever set it is indexed in.
+  each filing is embedded once whatever set it is indexed in. The encoder's name says its model file
+  and how many word pieces it reads; ``<chunking>`` hashes the chunking parameters and the version of
+  what the encoder sees of a child (:func:`dense_text`). Within one build a text already embedded (a
+  section repeated unchanged in a later filing) is not embedded again.
 
 The parsed HTML itself is cached by :mod:`finharness.markets.filings`.
+
+Work is lazy and per filing: a build parses, chunks and embeds only the filings of its set, one after
+the other, as one progress phase (util.phase) that counts them; a filing already parsed or embedded
+costs a file read. So the first RAG question of a run pays for its own tickers' filings filed by its
+as-of date, nothing else, and later questions and later runs reuse what is cached.
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ from .fuse import FusionMethod, fuse
 
 INDEX_VERSION = 1
 """Bumped whenever the stored layout or the chunk text changes."""
+
+DENSE_TEXT_VERSION = 2
+"""Bumped whenever what the dense encoder sees of a child changes (2: the section title and body, see dense_text)."""
 
 
 @dataclass(frozen=True)
@@ -114,34 +125,6 @@ class FilingIndex:
         ordered = sorted(best.items(), key=lambda item: (-item[1][0], item[0]))
         return [Hit(parent=self.parents[p], best_child=c, score=s) for p, (s, c) in ordered]
 
-    def attach_dense(self, refs_in_order: Sequence[tuple[FilingRef, str]], encoder: Encoder,
-                     params: IndexParams, cache_root: Path, progress: bool = False) -> None:
-        """Load (or compute and cache) each filing's child embeddings and stack them in index order. Computing
-        any is a phase (util.phase) of its own; when every filing's are in the cache, nothing is announced."""
-        by_accession: dict[str, list[str]] = {}
-        for position in range(len(self.children)):
-            parent = self.parents[self.children[position][0]]
-            by_accession.setdefault(parent.meta.accession, []).append(self.child_text(position))
-        folder = cache_root / "dense" / _slug(encoder.name)
-        chunking = _hash(asdict(params.chunking), INDEX_VERSION)[:16]
-        paths = [folder / f"{digest}-{chunking}.npy" for _, digest in refs_in_order]
-        texts = [by_accession.get(ref.accession, []) for ref, _ in refs_in_order]
-        blocks = [_load_npy(path, len(filing_texts)) for path, filing_texts in zip(paths, texts)]
-        missing = [i for i, vectors in enumerate(blocks) if vectors is None]
-        if missing:
-            tickers = ", ".join(sorted({refs_in_order[i][0].ticker for i in missing}))
-            with phase(f"embedding the filings of {tickers} for dense retrieval (once per filing; cached after)"):
-                for i in missing:
-                    ref = refs_in_order[i][0]
-                    if progress:
-                        print(f"dense: embedding {ref.ticker} {ref.form} filed {ref.filed} ({len(texts[i])} chunks)",
-                              file=sys.stderr)
-                    vectors = encoder.encode(texts[i]) if texts[i] else np.zeros((0, 384), dtype=np.float32)
-                    _save_npy(paths[i], vectors)
-                    blocks[i] = vectors
-        self.dense = np.vstack(blocks) if blocks else np.zeros((0, 384), dtype=np.float32)
-        self.encoder_name = encoder.name
-
 
 def index_key(refs_with_hashes: Sequence[tuple[FilingRef, str]], params: IndexParams) -> str:
     filings = [[ref.ticker, ref.form, ref.filed.isoformat(), ref.accession, digest]
@@ -156,7 +139,9 @@ def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), 
 
     ``cache`` is the finharness cache folder (default: ``cache_dir()``); parsed filings go to its
     ``filings/``, indexes and embeddings to its ``retrieval/``. With an ``encoder``, dense vectors
-    are attached (cached per filing, see the module docstring).
+    are attached (cached per filing, see the module docstring). Work is done filing by filing, as one
+    phase (util.phase) counting the filings that needed any; when everything is cached, nothing is announced.
+    ``progress``: also print a line per filing embedded (the `retrieve` command).
     """
     if cache is None:
         from finharness.data.registry import cache_dir
@@ -168,21 +153,92 @@ def build_index(refs: Sequence[FilingRef], params: IndexParams = IndexParams(), 
     key = index_key(hashed, params)
     folder = cache_root / "index" / key
     index = _load(folder, key, params)
-    tickers = ", ".join(sorted({ref.ticker for ref in ordered})) or "no ticker"
+    store = DenseStore(cache_root, encoder, params) if encoder is not None else None
+    parents: dict[str, list[Parent]] = {}  # accession -> its parents, in document order
+    for parent in index.parents if index is not None else ():
+        parents.setdefault(parent.meta.accession, []).append(parent)
+    vectors = {} if store is None or index is None else {
+        digest: store.load(digest, _dense_texts(parents.get(ref.accession, []))) for ref, digest in hashed}
+    todo = [(ref, digest) for ref, digest in hashed if index is None or (store is not None and vectors[digest] is None)]
+    if todo:
+        tickers = ", ".join(sorted({ref.ticker for ref in ordered}))
+        latest = max(ref.filed for ref in ordered).isoformat()
+        work = "chunking and embedding" if store is not None else "chunking"
+        with phase(f"retrieval: {work} {len(todo)} of the {len(ordered)} filings of {tickers} filed by {latest} "
+                   "(once per filing; cached after)", total=len(todo)) as shown:
+            for ref, digest in todo:
+                if index is None:
+                    parents[ref.accession] = chunk_filing(load_filing(ref, cache=cache / "filings"), params.chunking)
+                if store is not None:
+                    texts = _dense_texts(parents.get(ref.accession, []))
+                    found = store.load(digest, texts)
+                    if found is None and progress:
+                        print(f"dense: embedding {ref.ticker} {ref.form} filed {ref.filed} ({len(texts)} chunks)",
+                              file=sys.stderr)
+                    vectors[digest] = found if found is not None else store.compute(digest, texts)
+                shown.advance()
     if index is None:
-        with phase(f"building the retrieval index of {tickers} ({len(ordered)} filings, once; cached after)"):
-            parents = [parent for ref in ordered
-                       for parent in chunk_filing(load_filing(ref, cache=cache / "filings"), params.chunking)]
-            texts = [parent.indexed_text(child) for parent in parents for child in parent.children]
-            if not texts:
-                raise DataError("no text to index in these filings",
-                                path=ordered[0].path.parent if ordered else None,
-                                hint="check that the .htm files are EDGAR filings")
-            index = FilingIndex(key, parents, BM25Index.build(texts, params.bm25), from_cache=False)
-            _store(folder, index)
-    if encoder is not None:
-        index.attach_dense(hashed, encoder, params, cache_root, progress=progress)
+        flat = [parent for ref in ordered for parent in parents[ref.accession]]
+        texts = [parent.indexed_text(child) for parent in flat for child in parent.children]
+        if not texts:
+            raise DataError("no text to index in these filings",
+                            path=ordered[0].path.parent if ordered else None,
+                            hint="check that the .htm files are EDGAR filings")
+        index = FilingIndex(key, flat, BM25Index.build(texts, params.bm25), from_cache=False)
+        _store(folder, index)
+    if store is not None:
+        blocks = [vectors[digest] for _, digest in hashed]
+        index.dense = np.vstack(blocks) if blocks else np.zeros((0, store.dim), dtype=np.float32)
+        index.encoder_name = store.encoder.name
     return index
+
+
+def dense_text(parent: Parent, child: Child) -> str:
+    """What the dense encoder sees for one child: the section title and the body. The filing header that BM25
+    also indexes is left out: within one ticker's index it says nothing about meaning, it would take about a
+    fifth of the encoder's word pieces, and without it a section repeated unchanged in the next filing has the
+    same text, so it is embedded once."""
+    return f"{parent.title}\n{child.text}"
+
+
+def _dense_texts(parents: Sequence[Parent]) -> list[str]:
+    return [dense_text(parent, child) for parent in parents for child in parent.children]
+
+
+class DenseStore:
+    """Each filing's child embeddings, cached in ``dense/<encoder>/<filing sha256>-<chunking>.npy``; within one
+    store, a text already embedded (a section repeated unchanged in a later filing) is not embedded again."""
+
+    def __init__(self, cache_root: Path, encoder: Encoder, params: IndexParams):
+        self.encoder = encoder
+        self.dim = 384
+        self.folder = cache_root / "dense" / _slug(encoder.name)
+        self.chunking = _hash(asdict(params.chunking), INDEX_VERSION, DENSE_TEXT_VERSION)[:16]
+        self._known: dict[str, np.ndarray] = {}
+        """sha256 of a dense text -> its vector, for every text loaded or computed here."""
+
+    def _path(self, digest: str) -> Path:
+        return self.folder / f"{digest}-{self.chunking}.npy"
+
+    def load(self, digest: str, texts: Sequence[str]) -> np.ndarray | None:
+        """The filing's cached vectors (one row per text), or None when absent or stale."""
+        vectors = _load_npy(self._path(digest), len(texts))
+        if vectors is not None:
+            self.dim = vectors.shape[1] if vectors.size else self.dim
+            self._known.update(zip(map(_text_key, texts), vectors))
+        return vectors
+
+    def compute(self, digest: str, texts: Sequence[str]) -> np.ndarray:
+        """Embed the texts not seen before (each distinct text once), store the filing's vectors, return them."""
+        keys = [_text_key(text) for text in texts]
+        new = list(dict.fromkeys(k for k in keys if k not in self._known))
+        if new:
+            text_of = dict(zip(keys, texts))
+            self._known.update(zip(new, self.encoder.encode([text_of[k] for k in new])))
+        vectors = (np.stack([self._known[k] for k in keys]).astype(np.float32) if keys
+                   else np.zeros((0, self.dim), dtype=np.float32))
+        _save_npy(self._path(digest), vectors)
+        return vectors
 
 
 def _store(folder: Path, index: FilingIndex) -> None:
@@ -235,3 +291,7 @@ def _hash(value: object, *more: object) -> str:
 
 def _slug(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_.@" else "_" for ch in name)
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
