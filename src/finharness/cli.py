@@ -673,8 +673,12 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
     ref = _resolve_task(spec)
     cls = ref.cls
     infos = cls.describe_options()
+    from .core.task import metric_direction
+
     entry = {"name": ref.label, "source": str(ref.source), "description": getattr(cls, "description", ""),
              "roles": list(cls.roles), "headline": cls.headline,
+             "metrics": [{"name": name, "direction": metric_direction(name.split(" ")[0], cls.metric_directions),
+                          "meaning": meaning} for name, meaning in cls.metric_docs.items()],
              "options": [{"name": o.name, "type": o.type, "default": o.default,
                           "choices": list(o.choices) if o.choices is not None else None, "help": o.help}
                          for o in infos]}
@@ -702,6 +706,14 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
         table.add_row(o.name, o.type, show_default(o.default),
                       "any" if o.choices is None else ", ".join(map(str, o.choices)), o.help)
     console.print(table)
+    if entry["metrics"]:
+        metrics = Table(title=f"metrics of {entry['name']}")
+        for col in ("metric", "better", "what it is"):
+            metrics.add_column(col, overflow="fold")
+        arrows = {"higher": "higher", "lower": "lower", "info": "— (describes the run)"}
+        for m in entry["metrics"]:
+            metrics.add_row(m["name"], arrows[m["direction"]], m["meaning"])
+        console.print(metrics)
 
 
 @app.command("list")

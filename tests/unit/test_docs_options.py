@@ -38,3 +38,19 @@ def test_list_task_prints_the_declared_options_and_a_typo_is_named():
     assert names == [o.name for o in describe_options(task_class("cfinbench").Options)]
     typo = CliRunner().invoke(app, ["run", "cfinbench", "--model", "fake", "-o", "shot=3"])
     assert typo.exit_code == 2 and "did you mean 'shots'" in typo.output
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_built_in_task_says_what_its_metrics_are(name: str):
+    cls = task_class(name)
+    assert cls.metric_docs, f"{name} declares no metric_docs"
+    headline = cls.headline or "accuracy"
+    assert any(headline in key for key in cls.metric_docs) or name == "ucfe", (name, list(cls.metric_docs))
+    from finharness.cli import app
+
+    listed = CliRunner().invoke(app, ["list", name, "--json"])
+    import json
+
+    metrics = json.loads(listed.output)["metrics"]
+    assert [m["name"] for m in metrics] == list(cls.metric_docs)
+    assert all(m["direction"] in ("higher", "lower", "info") and m["meaning"] for m in metrics)

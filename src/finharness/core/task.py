@@ -160,6 +160,10 @@ class Task(ABC):
         """'higher', 'lower' or 'info': how `metric` ranks runs (metric_directions)."""
         return metric_direction(metric, self.metric_directions)
 
+    metric_docs: ClassVar[Mapping[str, str]] = {}
+    """The task's metrics, by name or glob pattern, one line each: what `finharness list TASK` prints beside
+    their direction (metric_directions)."""
+
     Options: ClassVar[type | None] = None
     """The task's options, declared once: a frozen dataclass with a docstring under each field (its allowed
     values in `CHOICES`, see core/options.py). The registry parses `-o KEY=VALUE` into it (parse_options), `finharness
@@ -184,6 +188,14 @@ class Task(ABC):
         self.options = self.key_options(settings)
 
     @classmethod
+    def takes_settings(cls) -> bool:
+        """The task is made from its parsed Options (`cls(settings)`): it declares Options and its `__init__` takes
+        them. A subclass whose own `__init__` has keywords of its own is made from those instead."""
+        import inspect
+
+        return cls.Options is not None and "settings" in inspect.signature(cls.__init__).parameters
+
+    @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> Any:
         """`-o` values (strings, JSON values, None = not given) -> this task's Options: the declaration's own
         `parse` classmethod where it has checks across options, else core.options.parse_task_options."""
@@ -199,7 +211,7 @@ class Task(ABC):
         same declaration parse_options reads: what `finharness list TASK` and the docs tables show."""
         from .options import describe_options, options_from_signature
 
-        return describe_options(cls.Options if cls.Options is not None else options_from_signature(cls))
+        return describe_options(cls.Options if cls.takes_settings() else options_from_signature(cls))
 
     def key_options(self, settings: Any) -> dict[str, Any]:
         """The options that change requests or scores (what config() returns): every field by default; a task

@@ -176,6 +176,11 @@ class FinKnowTask(Task):
     description: ClassVar[str] = ("BizBench FinKnow on public CFA L1 questions (FinEval CFA-Easy, IDEAFinBench): "
                                   "log-likelihood (paper) or [[LETTER]] generation (pipeline)")
     metric_directions: ClassVar[Mapping[str, str]] = METHOD_DIRECTIONS
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "accuracy": "share of questions answered right (ll: the most likely option; gen: the extract mode's reading)",
+        "official / robust": "gen: each reading of the [[LETTER]] reply",
+        "ll_norm": "ll with continuation=text: the option of highest log-likelihood per character",
+        "M.*, agreement.*, kappa.*": "with method all: each method's metrics, and how often methods agree"}
 
     Options = FinKnowOptions
 

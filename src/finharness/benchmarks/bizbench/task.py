@@ -135,6 +135,14 @@ class BizBenchNumericTask(Task):
     """The shared machinery of the six numeric BizBench tasks; subclasses say where items come from."""
 
     name: ClassVar[str]
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "accuracy": "the headline: 'official' or 'robust' as the extract option says",
+        "official": "the pipeline's reading, within 1% of the gold (the paper)",
+        "round5": "the pipeline's reading, round(pred, 5) == round(gold, 5) (FinQA's rule)",
+        "scale_aware": "the pipeline's reading, 1%, forgiving a scale slip (millions, a ratio for a percentage)",
+        "robust / robust_unscaled / robust_round5": "the robust reading (also \\boxed{}, a bare program, an answer cue) "
+                                                    "under the 1% rule with and without scale normalisation, and FinQA's",
+    }
     program_task: ClassVar[bool] = False
     """Scored by executing the model's program (codetatqa, codefinqa, fincode)."""
     group_keys: ClassVar[tuple[str, ...]] = ()

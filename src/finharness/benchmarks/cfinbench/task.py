@@ -241,6 +241,16 @@ class CFinBenchTask(Task):
     headline: ClassVar[str | None] = "strict.score"
     description: ClassVar[str] = ("CFinBench (arXiv 2407.02301): 43 categories of Chinese financial exams; "
                                   "final = 0.4·single + 0.4·multiple + 0.2·judgment; any exam in its layout")
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "strict.score": "the headline: 0.4·single + 0.4·multiple + 0.2·judgment (weights renormalised over the types "
+                        "present); multiple choice right iff the letters equal the gold",
+        "strict.single|multiple|judgment": "one type's accuracy: the mean over its categories",
+        "paper.*": "the same under the paper's rule (multiple choice: 0 if a letter is wrong, else |pred| / |gold|)",
+        "opencompass.*": "the same under the official evaluator's (2 for an exact match, 1 when every letter is right)",
+        "micro": "strict accuracy over all items, unweighted",
+        "unparseable_rate": "share of replies no answer could be read from",
+        "robust.* / official.*": "every metric under the other extraction mode, prefixed by its name",
+    }
     metric_directions: ClassVar[Mapping[str, str]] = {"unparseable_rate": "lower", "*.unparseable_rate": "lower",
                                                       **METHOD_DIRECTIONS}
 

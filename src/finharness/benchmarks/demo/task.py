@@ -64,6 +64,9 @@ class DemoTask(Task):
     name = "demo"
     description = "12 single-choice finance questions (en + zh) shipped with finharness"
     metric_directions = METHOD_DIRECTIONS
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "accuracy": "share of the 12 questions answered with the right letter",
+        "M.accuracy, agreement.*, kappa.*": "with method all: each method's accuracy, and how often methods agree"}
     Options = DemoOptions
 
     def __init__(self, settings: DemoOptions | None = None, /, **options: Any) -> None:

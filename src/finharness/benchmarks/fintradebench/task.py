@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -57,7 +56,7 @@ from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
-from ...data.errors import DataError
+from ...data.registry import resolve_data_dir
 from ...util import natural_key
 from .fitting import cut_text, fit_prompt
 from .ideal import MarketData
@@ -159,6 +158,14 @@ class FinTradeBenchTask(Task):
 
     name: ClassVar[str] = "fintradebench"
     headline: ClassVar[str | None] = "accuracy"
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "accuracy": "the headline: the judge's correctness / 5",
+        "accuracy.F|T|FT": "per category: fundamentals, trading signals, both",
+        "reasoning / trading_signals / fundamentals": "the rubric's other dimensions, each / 5",
+        "f1.official": "golden-indicator F1 by the release's rule (precision 1 whenever the judge found any)",
+        "f1.proper / precision.proper / recall.proper": "the indicators the answer names against the golden set",
+        "expected_coverage": "judge_scores=expected: the share of rubric fields read from the judge's probabilities",
+    }
     description: ClassVar[str] = ("FinTradeBench: 150 seed questions on fundamentals and trading signals, No-RAG / "
                                   "RAG / ideal contexts, TELeR prompts with self-selection, rubric LLM judge")
     roles: ClassVar[tuple[str, ...]] = ("model", "judge")
@@ -174,17 +181,8 @@ class FinTradeBenchTask(Task):
 
     # --- loading --------------------------------------------------------------------------------
 
-    @staticmethod
-    def resolve_root(data_dir: Path | None) -> Path:
-        if data_dir is not None:
-            return Path(data_dir)
-        env = os.environ.get("FINHARNESS_DATA_DIR")
-        if env:
-            return Path(env)
-        raise DataError("no data directory given", hint=f"pass --data-dir ROOT holding {SEED_FILE}")
-
     def load(self, data_dir: Path | None) -> list[Sample]:
-        root = self.resolve_root(data_dir)
+        root = resolve_data_dir(data_dir)
         self.data_dir = root
         self._market = MarketData(root, self.settings.fundamentals)  # type: ignore[arg-type]
         path = Path(self.settings.questions) if self.settings.questions else root / SEED_FILE
@@ -216,7 +214,7 @@ class FinTradeBenchTask(Task):
 
     def _market_data(self) -> MarketData:
         if self._market is None:
-            self._market = MarketData(self.resolve_root(self.data_dir),
+            self._market = MarketData(resolve_data_dir(self.data_dir),
                                       self.settings.fundamentals)  # type: ignore[arg-type]
         return self._market
 
@@ -230,7 +228,7 @@ class FinTradeBenchTask(Task):
         if self._retriever is None:
             from ...retrieval import RetrievalConfig, Retriever
 
-            self._retriever = Retriever(self.resolve_root(self.data_dir),
+            self._retriever = Retriever(resolve_data_dir(self.data_dir),
                                         RetrievalConfig(budget_tokens=self.settings.budget_tokens,
                                                         dense=self.settings.dense))  # type: ignore[arg-type]
         return self._retriever

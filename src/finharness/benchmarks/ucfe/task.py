@@ -118,6 +118,14 @@ class UCFETask(Task):
                                   "simulated user; compared in pairs by an LLM judge (`finharness ucfe judge`)")
     roles: ClassVar[tuple[str, ...]] = ("model", "user")
     metric_directions: ClassVar[Mapping[str, str]] = {"*": "info"}
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "rounds": "assistant turns per dialogue (zero-shot tasks: 1)",
+        "ended_by_simulator": "share of multi-turn dialogues the user ended ('Consultation Ended')",
+        "total_tokens": "prompt + completion tokens of each dialogue's last call (the official meaning)",
+        "model_completion_tokens / user_completion_tokens": "tokens each side wrote",
+        "(the score)": "UCFE is scored by judging pairs of runs: `finharness ucfe judge`, then `finharness rate` "
+                       "(Elo / Bradley-Terry); `finharness suite` does both",
+    }
     """Rounds, tokens, who ended the dialogue: they describe the dialogues, and rank nothing (judging does)."""
 
     Options = UCFEOptions

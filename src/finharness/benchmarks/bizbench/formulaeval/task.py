@@ -82,6 +82,9 @@ class FormulaEvalTask(Task):
     """FormulaEval: finance formulas as Python functions, checked against references on random inputs."""
 
     name: ClassVar[str] = "bizbench/formulaeval"
+    metric_docs: ClassVar[Mapping[str, str]] = {
+        "accuracy": "share of functions equal to the reference on every seeded input",
+        "inputs_passed / robust_inputs_passed": "the fraction of inputs matched (diagnosis only)"}
     description: ClassVar[str] = ("BizBench FormulaEval: complete 51 finance functions and statement methods; "
                                   "correct iff equal to the reference on 100 seeded inputs (sandboxed)")
 
