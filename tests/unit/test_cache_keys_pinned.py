@@ -19,7 +19,7 @@ import pytest
 from finharness.backends import from_spec
 from finharness.benchmarks.registry import make_task, task_class
 from finharness.core.model import CachedModel, RunCounters
-from finharness.core.runner import run_task
+from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateParams, GenerateRequest, LoglikelihoodRequest, Message
 
@@ -107,3 +107,37 @@ def test_a_task_renders_the_same_requests(tmp_path: Path):
     assert len(keys) == DEMO_CALLS
     assert tuple(keys[:2]) == DEMO_FIRST_KEYS
     assert hashlib.sha256("\n".join(keys).encode()).hexdigest() == DEMO_KEYS_SHA256
+
+
+# --- run keys (issue 28: a store made before the house's second pass resumes every run after it) -----------------
+
+PINNED_RUN_KEYS = {  # task, options -> the run key computed by the code at 64ceb59 (the code fingerprint pinned)
+    ("demo", ()): "fb8342d7c2673de7daa129c3eab0fe1850b6c3fbadce373aa7b8d62d9a902fd6",
+    ("demo", (("method", "ll"),)): "1d03b86e1c08a828ef10ed06b00653c80ef4e033c5d357e70a2a66a4b7d93c64",
+    ("ucfe", (("tasks", "0_股价预测"), ("max_rounds", 3))):
+        "a04483660aad862d70abeabc4e48bd1099fa729f6258c5cd2b54aba176363a0a",
+    ("fintradebench", (("per_category", 1),)): "abba5e1d449de4256cc09481ff64e8d4099dc7038f4e8302d96e3665023d7e91",
+    ("bizbench/finknow", (("source", "fineval"),)): "e76db7e1d5b6273b9cb2b28cd37771a27d2928587dcc36d70df2850f1ebba537",
+    ("bizbench/formulaeval", (("cases", 5),)): "51774431e4991dee88876f06e391c3d430eab81e2342dd0c9f1dfd59a68030e8",
+}
+"""Each on the fake backend (model, judge `fake?name=judge`, user `fake?name=user`), --limit 1, the shared data where
+the task reads data. The typed options, the data-root helper and the runner's split changed none of them."""
+
+
+@pytest.mark.parametrize("task_name, options", sorted(PINNED_RUN_KEYS))
+def test_run_keys_are_those_of_the_code_before_the_second_pass(task_name, options, tmp_path, shared_data, monkeypatch):
+    import finharness.core.results as results
+    import finharness.core.runner as runner
+
+    monkeypatch.setattr(results, "code_fingerprint", lambda: "pinned-code")
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "pinned-code")
+    task = make_task(task_class(task_name), dict(options))
+    backends = {"model": from_spec("fake"), "judge": from_spec("fake?name=judge"), "user": from_spec("fake?name=user")}
+    data = None if task_name in ("demo", "bizbench/formulaeval") else shared_data
+    store = RunStore(tmp_path / "store.sqlite")
+    try:
+        result = asyncio.run(run_task(task, {r: b for r, b in backends.items() if r in task.roles}, store,
+                                      RunOptions(data_dir=data, limit=1)))
+    finally:
+        store.close()
+    assert result.results["run_key"] == PINNED_RUN_KEYS[(task_name, options)]
