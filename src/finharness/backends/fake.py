@@ -124,6 +124,14 @@ class FakeBackend(BaseBackend):
         finally:
             os.close(fd)
 
+    async def planned_reply(self, request: GenerateRequest | LoglikelihoodRequest
+                            ) -> GenerateResponse | LoglikelihoodResponse:
+        """The answer a dry run plans with (core/plan.py): the one this fake gives, made without a call (nothing is
+        counted, logged, recorded or waited for), so a dry run follows a fake run's path exactly."""
+        if isinstance(request, LoglikelihoodRequest):
+            return self._loglikelihood(request)
+        return self._generate(request)
+
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         started = time.time()
         self.calls += 1
@@ -131,6 +139,11 @@ class FakeBackend(BaseBackend):
             self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
+        response = self._generate(request)
+        self._log_call("generate", request, started)
+        return response
+
+    def _generate(self, request: GenerateRequest) -> GenerateResponse:
         last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         text = None
         if self._replied < len(self.replies):
@@ -147,7 +160,6 @@ class FakeBackend(BaseBackend):
         finish = "stop"
         if completion > request.params.max_tokens:
             text, completion, finish = text[: request.params.max_tokens * 3], request.params.max_tokens, "length"
-        self._log_call("generate", request, started)
         logprobs = self.logprobs(text) if self.logprobs is not None and request.params.top_logprobs else None
         return GenerateResponse(text=text, finish_reason=finish, prompt_tokens=prompt_tokens,
                                 completion_tokens=completion, logprobs=tuple(logprobs) if logprobs else None)
@@ -159,6 +171,11 @@ class FakeBackend(BaseBackend):
             self.requests.append(request)
         if self.latency:
             await asyncio.sleep(self.latency)
+        response = self._loglikelihood(request)
+        self._log_call("loglikelihood", request, started)
+        return response
+
+    def _loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         if self.logprob is not None:
             lps = tuple(float(self.logprob(request.context, c)) for c in request.continuations)
         else:
@@ -167,7 +184,6 @@ class FakeBackend(BaseBackend):
         best = max(range(len(lps)), key=lps.__getitem__)
         counts = tuple(self.count_tokens(c) or 1 for c in request.continuations)
         ctx = self.count_tokens(request.context) or 0
-        self._log_call("loglikelihood", request, started)
         return LoglikelihoodResponse(logprobs=lps, is_greedy=tuple(i == best for i in range(len(lps))),
                                      continuation_tokens=counts, context_tokens=ctx,
                                      tokens_evaluated=ctx + sum(counts))

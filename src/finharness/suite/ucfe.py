@@ -10,10 +10,10 @@ import asyncio
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..backends import open_model
-from ..benchmarks.ucfe.data import DialogueSource, load_dialogues, load_items, resolve_bench_file
+from ..benchmarks.ucfe.data import DialogueSource, UCFEItem, load_dialogues, load_items, resolve_bench_file
 from ..benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
 from ..core.backend import Backend
 from ..core.model import RunCounters
@@ -39,6 +39,23 @@ def reference_log(data_root: Path) -> Path:
     return found[-1]
 
 
+SUITE_JUDGING = JudgeSettings(mode="both-orders")
+"""How the suite's judge compares two dialogues of an item: in both orders."""
+
+
+def judging_pairs(models: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs judged, in order: every model against the reference, then every two models."""
+    return [(model, REFERENCE_NAME) for model in models] + list(itertools.combinations(models, 2))
+
+
+def items_to_judge(row: Any, data_root: Path) -> list[UCFEItem]:
+    """The UCFE items of the row's tasks (its `tasks` option; all when not given)."""
+    task_keys = row.options.get("tasks") or None
+    if isinstance(task_keys, str):
+        task_keys = [t.strip() for t in task_keys.split(",") if t.strip()]
+    return load_items(resolve_bench_file(data_root), task_keys)
+
+
 def judge_suite_dialogues(row: Any, run_dirs: Mapping[str, Path], *, judge_backend: Backend, judge: str, out: Path,
                           store_path: Path, data_root: Path | None, concurrency: int | None = None,
                           spending: Spending | None = None, progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None
@@ -48,16 +65,13 @@ def judge_suite_dialogues(row: Any, run_dirs: Mapping[str, Path], *, judge_backe
     root = resolve_data_dir(data_root)
     sides: dict[str, DialogueSource] = {model: load_dialogues(path) for model, path in run_dirs.items()}
     reference = load_dialogues(reference_log(root))
-    task_keys = row.options.get("tasks") or None
-    if isinstance(task_keys, str):
-        task_keys = [t.strip() for t in task_keys.split(",") if t.strip()]
-    items = load_items(resolve_bench_file(root), task_keys)
+    items = items_to_judge(row, root)
     folder = out / UCFE_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    pairs = [(model, REFERENCE_NAME) for model in sides] + list(itertools.combinations(sides, 2))
+    pairs = judging_pairs(list(sides))
     matches, summaries = [], []
     counters = RunCounters()
-    settings = JudgeSettings(mode="both-orders")
+    settings = SUITE_JUDGING
     with RunStore(store_path) as store:
         handle = open_model(judge_backend, store, role="judge", counters=counters, concurrency=concurrency,
                             spending=spending)

@@ -1,0 +1,376 @@
+"""The plan before the money: what a run or a suite would call, spend and be able to tell apart, without a call.
+
+Each task (a suite: each row for each model, then UCFE's pairwise judging of the planned dialogues) is planned by
+core/plan.py on one DryRun and the run store the real command would use (read only; a store that does not exist
+yet is not made). For each task and role: the items (and those already stored), the calls to make (and those
+stored), prompt tokens (the model's tokenizer, or the estimate rule), completion tokens (expected and ceiling),
+and with prices their cost. For each task: the smallest difference between two models a paired test on its items
+detects at 80% power (stats/power.py), from the spread of the stored scores of the same task and model where
+there are enough, else a stated default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..core.backend import Backend
+from ..core.model import ESTIMATE_RULE, RunCounters, model_state
+from ..core.plan import DryRun, PlannedModel, RoleTally, TaskPlan, plan_tasks
+from ..core.runner import RunOptions
+from ..core.spending import Price, price_for
+from ..core.store import RunStore
+from ..core.task import Task
+from ..stats.power import (
+    ALPHA,
+    DEFAULT_CORRELATION,
+    POWER,
+    PowerPlan,
+    binary_difference_sd,
+    difference_sd_from_one,
+    effective_n,
+    plan_comparison,
+)
+
+MIN_STORED_SCORES = 10
+"""Stored scores needed before their spread replaces the default (fewer say little about it)."""
+
+TIE_SHARE = 0.2
+"""Ties assumed among UCFE's pairwise verdicts (as `finharness plan --pairwise` assumes)."""
+
+UPPER_BOUND = ("stand-in replies of max_tokens tokens that read as no answer: every UCFE dialogue runs to "
+               "max_rounds, FinTradeBench's judge takes all its attempts (3; 1 when its first verdict reads) and "
+               "self-selection falls back to the first candidate, and later turns carry max_tokens-long replies: "
+               "calls and prompt tokens are upper bounds")
+"""What the planned path is where a backend has no free reply of its own."""
+
+
+@dataclass
+class PlannedCell:
+    """One task of the plan (a suite: one row for one model)."""
+
+    row: str
+    """The task's name or the suite row's id."""
+    model: str
+    """The spec of the model under test."""
+    task: str
+    """The task's registry name (decides how its differences are read: UCFE's are pairwise)."""
+    plan: TaskPlan | None = None
+    """What it would do (None: it cannot run; see `error`)."""
+    error: str | None = None
+    """Why it cannot run (missing data, a role not given)."""
+    power: PowerPlan | None = None
+    """The smallest difference its items detect (None: fewer than 2 items)."""
+
+
+@dataclass
+class Plan:
+    """A dry run's figures (print_plan / plan_json)."""
+
+    title: str
+    """What was planned ('suite standard', 'demo')."""
+    cells: list[PlannedCell]
+    """Each task (suite: row x model), in run order."""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """USD per million tokens by spec or model name (core/spending.py)."""
+    judging: TaskPlan | None = None
+    """A suite's UCFE judging of the planned dialogues (every model against the reference and each other)."""
+    store: str | None = None
+    """The run store read (None: none exists yet: nothing is stored)."""
+    notes: list[str] = field(default_factory=list)
+
+    def tallies(self) -> list[tuple[str, str, RoleTally]]:
+        """(row, model, tally) of every role of every task, then the judging's."""
+        out = [(c.row, c.model, t) for c in self.cells if c.plan is not None for t in c.plan.roles.values()]
+        if self.judging is not None:
+            out += [(self.judging.name, "", t) for t in self.judging.roles.values()]
+        return out
+
+    def cost(self, tally: RoleTally) -> tuple[float, float] | None:
+        """(expected, ceiling) USD of a tally (None: its model has no price)."""
+        price = price_for(self.prices, tally.spec)
+        if price is None:
+            return None
+        return (price.cost(tally.prompt_tokens, tally.completion_expected),
+                price.cost(tally.prompt_tokens, tally.completion_ceiling))
+
+
+def _weight_ratio(task: str, samples: Sequence[Any]) -> float:
+    """effective n / n of CFinBench items in its 0.4/0.4/0.2 score of macro means (1 for other tasks)."""
+    cells = [(s.metadata.get("type"), s.metadata.get("category")) for s in samples]
+    if task != "cfinbench" or not cells or any(None in c for c in cells):
+        return 1.0
+    from ..benchmarks.cfinbench.scoring import item_weights
+
+    return effective_n(item_weights(cells)) / len(cells)  # type: ignore[arg-type]
+
+
+def detectable(plan: TaskPlan, task: str) -> PowerPlan | None:
+    """The smallest difference between two models that a paired test on the plan's items detects (80% power,
+    two-sided 5%): UCFE's as a win share against ½ (and rating points), every other task's on its headline."""
+    if plan.items < 2:
+        return None
+    if task == "ucfe":
+        sd = math.sqrt((1 - TIE_SHARE) / 4)
+        return plan_comparison(sd, n=plan.items, source=f"pairwise outcomes of even models, {TIE_SHARE:.0%} ties "
+                               "assumed", pairwise_scale=(400.0, 10.0))
+    ratio = _weight_ratio(task, plan.samples)
+    scores = plan.stored_scores
+    if len(scores) >= MIN_STORED_SCORES and max(scores) > min(scores):
+        sd = difference_sd_from_one(scores, DEFAULT_CORRELATION)
+        source = (f"spread of {len(scores)} stored scores of this task and model, correlation "
+                  f"{DEFAULT_CORRELATION:g} assumed")
+    else:
+        sd = binary_difference_sd(0.5, DEFAULT_CORRELATION)
+        source = (f"default: 0/1 scores at p = 0.5 (the largest spread of a score in [0, 1]), correlation "
+                  f"{DEFAULT_CORRELATION:g}" + (f"; only {len(scores)} stored score(s)" if scores else ""))
+    return plan_comparison(sd, n=plan.items, weight_ratio=ratio, source=source)
+
+
+def _cells_of(names: Sequence[tuple[str, str, str]], results: Sequence[TaskPlan | Exception]) -> list[PlannedCell]:
+    cells = []
+    for (row, model, task), result in zip(names, results):
+        if isinstance(result, Exception):
+            cells.append(PlannedCell(row, model, task, error=f"{type(result).__name__}: {result}"))
+        else:
+            cells.append(PlannedCell(row, model, task, result, power=detectable(result, task)))
+    return cells
+
+
+def open_existing_store(path: Path) -> RunStore | None:
+    """The run store a run would use, when it exists (a dry run makes none)."""
+    return RunStore(path) if path.exists() else None
+
+
+def plan_run(names: Sequence[str], refs: Sequence[Any], tasks: Sequence[Task], backends: Mapping[str, Backend],
+             store_path: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
+    """`finharness run TASK... --dry-run`: the tasks as one pool on `backends` (by role) and the run's store."""
+    store = open_existing_store(store_path)
+    try:
+        jobs = [(name, task, backends, options) for name, task in zip(names, tasks)]
+        results = plan_tasks(jobs, store)
+    finally:
+        if store is not None:
+            store.close()
+    model = backends["model"].spec
+    plan = Plan(" + ".join(names), _cells_of([(n, model, r.name) for n, r in zip(names, refs)], results), prices,
+                store=str(store_path) if store is not None else None)
+    return _with_notes(plan, backends.values())
+
+
+def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge: str | None, user: str | None,
+               out: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
+    """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then UCFE's judging."""
+    from ..backends import from_spec
+    from .run import check_roles
+
+    check_roles(rows, judge, user)
+    specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
+    backends = {spec: from_spec(spec) for spec in specs}
+    store_path = out / "store.sqlite"
+    store = open_existing_store(store_path)
+    dry = DryRun()
+    names, results = [], []
+    try:
+        for model in models:
+            roles = {"model": backends[model], **({"judge": backends[judge]} if judge else {}),
+                     **({"user": backends[user]} if user else {})}
+            jobs = [(row.spec.id, row.make(), roles, replace(options, limit=row.spec.limit, subset=row.spec.sample,
+                                                             seed=suite.seed)) for row in rows]
+            results += plan_tasks(jobs, store, dry)
+            names += [(row.spec.id, model, row.ref.name) for row in rows]
+        plan = Plan(f"suite {suite.name}", _cells_of(names, results), prices,
+                    store=str(store_path) if store is not None else None)
+        ucfe = [r for r in rows if r.ref.name == "ucfe"]
+        if ucfe and judge:
+            dialogues = {c.model: c.plan.predictions for c in plan.cells
+                         if c.row == ucfe[0].spec.id and c.plan is not None}
+            if len(dialogues) == len(models):
+                plan.judging = asyncio.run(plan_judging(ucfe[0], dialogues, backends[judge], store, dry,
+                                                        options.data_dir))
+    finally:
+        if store is not None:
+            store.close()
+        for backend in backends.values():
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+    return _with_notes(plan, backends.values())
+
+
+async def plan_judging(row: Any, dialogues: Mapping[str, Mapping[str, Any]], judge: Backend, store: RunStore | None,
+                       dry: DryRun, data_root: Path | None) -> TaskPlan:
+    """The calls of suite/ucfe.py's judging, on the planned (or stored) dialogues of each model."""
+    from ..benchmarks.ucfe.data import load_dialogues
+    from ..benchmarks.ucfe.judge import PairJudge
+    from ..data.registry import resolve_data_dir
+    from .ucfe import REFERENCE_NAME, SUITE_JUDGING, items_to_judge, judging_pairs, reference_log
+
+    root = resolve_data_dir(data_root)
+    reference = load_dialogues(reference_log(root))
+    items = items_to_judge(row, root)
+    with tempfile.TemporaryDirectory() as tmp:  # read back as a run's samples.jsonl is: the same turns
+        sides = {}
+        for i, (model, predictions) in enumerate(dialogues.items()):
+            path = Path(tmp) / str(i) / "samples.jsonl"
+            path.parent.mkdir()
+            path.write_text("".join(json.dumps({"id": sid, "prediction": p}, ensure_ascii=False) + "\n"
+                                    for sid, p in predictions.items() if p is not None), encoding="utf-8")
+            sides[model] = load_dialogues(path)
+    plan = TaskPlan("ucfe judging", "", [])
+    handle = PlannedModel(judge, store, RunCounters(), plan=plan, dry=dry, role="judge",
+                          _shared=model_state({}, judge, None))
+    for a, b in judging_pairs(list(dialogues)):
+        side_a, side_b = sides[a], reference if b == REFERENCE_NAME else sides[b]
+        wanted = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
+        plan.items += len(wanted)
+        await PairJudge(handle, SUITE_JUDGING, name_a=a, name_b=b).run(wanted, side_a, side_b)
+    return plan
+
+
+def _with_notes(plan: Plan, backends: Any) -> Plan:
+    tallies = plan.tallies()
+    estimated = sorted({t.spec for _, _, t in tallies if t.estimated_calls})
+    if estimated:
+        plan.notes.append(f"prompt tokens of {', '.join(estimated)} are estimated (no tokenizer): {ESTIMATE_RULE}")
+    counted = sorted({t.spec for _, _, t in tallies if t.calls and not t.estimated_calls and t.exact_calls < t.calls})
+    if counted:
+        plan.notes.append(f"prompt tokens of {', '.join(counted)} are counted with the model's own tokenizer")
+    inexact = sorted({t.spec for _, _, t in tallies if t.exact_calls < t.calls})
+    exact = sorted({t.spec for _, _, t in tallies if t.calls and t.exact_calls == t.calls})
+    if exact:
+        plan.notes.append(f"{', '.join(exact)}: planned on the backend's own replies: calls and tokens are exactly a "
+                          "run's")
+    if inexact:
+        plan.notes.append(f"{', '.join(inexact)}: {UPPER_BOUND}")
+    for cell in plan.cells:
+        if cell.plan is not None and cell.plan.failed:
+            first = next(iter(cell.plan.failed.values()))
+            plan.notes.append(f"{cell.row} on {cell.model}: {len(cell.plan.failed)} item(s) would fail, e.g. {first}")
+    return plan
+
+
+# --- views ----------------------------------------------------------------------------------------------------
+
+def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
+    """(role, spec) -> summed figures, and ('total', '') for everything."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for _, _, tally in plan.tallies():
+        cost = plan.cost(tally)
+        for key in ((tally.role, tally.spec), ("total", "")):
+            sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "prompt_tokens": 0, "completion_expected": 0,
+                                        "completion_ceiling": 0, "cost_expected": None, "cost_ceiling": None})
+            for name in ("calls", "prompt_tokens", "completion_expected", "completion_ceiling"):
+                sums[name] += getattr(tally, name)
+            sums["stored_calls"] += tally.stored_calls + tally.repeats
+            if cost is not None:
+                sums["cost_expected"] = (sums["cost_expected"] or 0.0) + cost[0]
+                sums["cost_ceiling"] = (sums["cost_ceiling"] or 0.0) + cost[1]
+    return out
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    def tally_json(tally: RoleTally) -> dict[str, Any]:
+        cost = plan.cost(tally)
+        return {**tally.to_json(), "cost_expected": None if cost is None else cost[0],
+                "cost_ceiling": None if cost is None else cost[1]}
+
+    cells = []
+    for c in plan.cells:
+        entry: dict[str, Any] = {"row": c.row, "model": c.model, "task": c.task, "error": c.error}
+        if c.plan is not None:
+            entry.update(c.plan.to_json(), roles=[tally_json(t) for t in c.plan.roles.values()])
+            entry.pop("name")
+        entry["detectable"] = None if c.power is None else c.power.to_json()
+        cells.append(entry)
+    judging = None
+    if plan.judging is not None:
+        judging = {"items": plan.judging.items, "roles": [tally_json(t) for t in plan.judging.roles.values()]}
+    totals = [{"role": role, "spec": spec, **sums} for (role, spec), sums in _totals(plan).items()]
+    return {"dry_run": plan.title, "store": plan.store, "prices": {k: {"input": p.input, "output": p.output}
+                                                                   for k, p in plan.prices.items()},
+            "tasks": cells, "judging": judging, "totals": totals, "notes": plan.notes,
+            "power": {"alpha": ALPHA, "power": POWER}}
+
+
+def _tokens(n: int) -> str:
+    return f"{n:,}"
+
+
+def _usd(cost: tuple[float, float] | None) -> str:
+    return "—" if cost is None else f"${cost[0]:,.2f} / ${cost[1]:,.2f}"
+
+
+def print_plan(plan: Plan, file: Any = None) -> None:
+    """The plan as tables: per task and role, totals per role, and the detectable differences."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file, highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    several = len({c.model for c in plan.cells}) > 1
+    table = Table(title=f"dry run: {plan.title} — no model was called", box=box.SIMPLE_HEAD)
+    for col in ("task", *(("model",) if several else ()), "role", "spec", "items (stored)", "calls (stored)",
+                "prompt tokens", "completion: expected / ceiling", "cost: expected / ceiling"):
+        table.add_column(col, overflow="fold", justify="right" if col[0] in "icpC" and col != "role" else "left")
+    for cell in plan.cells:
+        head = (cell.row, *((cell.model,) if several else ()))
+        if cell.plan is None:
+            table.add_row(*head, "—", "—", "error", "", "", "", "")
+            continue
+        for tally in cell.plan.roles.values() or [None]:
+            if tally is None:
+                table.add_row(*head, "—", "—", f"{cell.plan.items} ({cell.plan.stored_items})", "0", "0", "0", "—")
+                continue
+            table.add_row(*head, tally.role, tally.spec, f"{cell.plan.items} ({cell.plan.stored_items})",
+                          f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
+                          _tokens(tally.prompt_tokens) + ("" if tally.prompt_counted == "tokenizer" else " est."),
+                          f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
+                          _usd(plan.cost(tally)))
+    if plan.judging is not None:
+        for tally in plan.judging.roles.values():
+            table.add_row(plan.judging.name, *(("",) if several else ()), tally.role, tally.spec,
+                          f"{plan.judging.items} matches", f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
+                          _tokens(tally.prompt_tokens) + ("" if tally.prompt_counted == "tokenizer" else " est."),
+                          f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
+                          _usd(plan.cost(tally)))
+    console.print(table)
+    totals = Table(title="totals", box=box.SIMPLE_HEAD)
+    for col in ("role", "spec", "calls (stored)", "prompt tokens", "completion: expected / ceiling",
+                "cost: expected / ceiling"):
+        totals.add_column(col, overflow="fold")
+    for (role, spec), sums in _totals(plan).items():
+        cost = None if sums["cost_expected"] is None else (sums["cost_expected"], sums["cost_ceiling"])
+        totals.add_row(role, spec, f"{sums['calls']:,} ({sums['stored_calls']:,})", _tokens(sums["prompt_tokens"]),
+                       f"{_tokens(sums['completion_expected'])} / {_tokens(sums['completion_ceiling'])}", _usd(cost))
+    console.print(totals)
+    power = Table(title=f"smallest difference between two models a paired test detects ({POWER:.0%} power, "
+                        f"two-sided alpha {ALPHA:g})", box=box.SIMPLE_HEAD)
+    for col in ("task", *(("model",) if several else ()), "n", "sd of the difference", "detectable", "from"):
+        power.add_column(col, overflow="fold")
+    for cell in plan.cells:
+        if cell.power is None:
+            continue
+        p = cell.power
+        n = f"{p.n}" + (f" (effective {p.effective_n:.0f})" if abs(p.effective_n - p.n) > 0.5 else "")
+        shown = (f"{p.detectable:.3f} win share (= {p.rating_points:.0f} Elo points)" if p.rating_points is not None
+                 else f"{p.detectable:.3f}")
+        power.add_row(cell.row, *((cell.model,) if several else ()), n, f"{p.sd:.3f}", shown, p.source)
+    console.print(power)
+    if plan.store is None:
+        console.print("nothing is stored yet (no run store at the run's path)")
+    for cell in plan.cells:
+        if cell.error:
+            console.print(f"error: {cell.row} on {cell.model}: {cell.error}", soft_wrap=True)
+    for note in plan.notes:
+        console.print(f"note: {note}", soft_wrap=True)
+
+
+__all__ = ["Plan", "PlannedCell", "detectable", "plan_json", "plan_run", "plan_suite", "print_plan"]
