@@ -37,6 +37,8 @@ from ..stats.power import (
     plan_comparison,
 )
 
+ROLE_ORDER = {"model": 0, "user": 1, "judge": 2}
+
 MIN_STORED_SCORES = 10
 """Stored scores needed before their spread replaces the default (fewer say little about it)."""
 
@@ -117,18 +119,17 @@ def detectable(plan: TaskPlan, task: str) -> PowerPlan | None:
         return None
     if task == "ucfe":
         sd = math.sqrt((1 - TIE_SHARE) / 4)
-        return plan_comparison(sd, n=plan.items, source=f"pairwise outcomes of even models, {TIE_SHARE:.0%} ties "
-                               "assumed", pairwise_scale=(400.0, 10.0))
+        return plan_comparison(sd, n=plan.items, source=f"default: win/tie/loss of even models, {TIE_SHARE:.0%} ties",
+                               pairwise_scale=(400.0, 10.0))
     ratio = _weight_ratio(task, plan.samples)
     scores = plan.stored_scores
     if len(scores) >= MIN_STORED_SCORES and max(scores) > min(scores):
         sd = difference_sd_from_one(scores, DEFAULT_CORRELATION)
-        source = (f"spread of {len(scores)} stored scores of this task and model, correlation "
-                  f"{DEFAULT_CORRELATION:g} assumed")
+        source = f"stored: {len(scores)} scores of this task and model, correlation {DEFAULT_CORRELATION:g} assumed"
     else:
         sd = binary_difference_sd(0.5, DEFAULT_CORRELATION)
-        source = (f"default: 0/1 scores at p = 0.5 (the largest spread of a score in [0, 1]), correlation "
-                  f"{DEFAULT_CORRELATION:g}" + (f"; only {len(scores)} stored score(s)" if scores else ""))
+        source = (f"default: 0/1 scores at p = 0.5, correlation {DEFAULT_CORRELATION:g}"
+                  + (f" (only {len(scores)} stored)" if scores else ""))
     return plan_comparison(sd, n=plan.items, weight_ratio=ratio, source=source)
 
 
@@ -260,7 +261,7 @@ def _with_notes(plan: Plan, backends: Any) -> Plan:
 def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
     """(role, spec) -> summed figures, and ('total', '') for everything."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for _, _, tally in plan.tallies():
+    for _, _, tally in sorted(plan.tallies(), key=lambda t: (ROLE_ORDER.get(t[2].role, len(ROLE_ORDER)), t[2].spec)):
         cost = plan.cost(tally)
         for key in ((tally.role, tally.spec), ("total", "")):
             sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "prompt_tokens": 0, "completion_expected": 0,
@@ -271,6 +272,7 @@ def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
             if cost is not None:
                 sums["cost_expected"] = (sums["cost_expected"] or 0.0) + cost[0]
                 sums["cost_ceiling"] = (sums["cost_ceiling"] or 0.0) + cost[1]
+    out[("total", "")] = out.pop(("total", ""), {})  # last
     return out
 
 
@@ -302,8 +304,26 @@ def _tokens(n: int) -> str:
     return f"{n:,}"
 
 
+def _dollars(x: float) -> str:
+    return f"${x:,.2f}" if x >= 1 or x == 0 else f"${x:.4f}"
+
+
 def _usd(cost: tuple[float, float] | None) -> str:
-    return "—" if cost is None else f"${cost[0]:,.2f} / ${cost[1]:,.2f}"
+    return "—" if cost is None else f"{_dollars(cost[0])} / {_dollars(cost[1])}"
+
+
+def _prompt(tally: RoleTally) -> str:
+    """Prompt tokens, marked `~` where estimated (no tokenizer)."""
+    return ("" if tally.prompt_counted == "tokenizer" else "~") + _tokens(tally.prompt_tokens)
+
+
+def _detectable(p: PowerPlan) -> str:
+    """The detectable difference; one no score in [0, 1] can show (a win share past 1) says too few items."""
+    if p.rating_points is None:
+        return f"{p.detectable:.3f}" if p.detectable < 1 else f"none: too few items ({p.detectable:.2f} > 1)"
+    if math.isinf(p.rating_points):
+        return f"none: too few items (win share ½ + {p.detectable:.2f} > 1)"
+    return f"{p.detectable:.3f} win share ({p.rating_points:.0f} Elo points)"
 
 
 def print_plan(plan: Plan, file: Any = None) -> None:
@@ -317,30 +337,29 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         console.width = max(console.width, 160)
     several = len({c.model for c in plan.cells}) > 1
     table = Table(title=f"dry run: {plan.title} — no model was called", box=box.SIMPLE_HEAD)
-    for col in ("task", *(("model",) if several else ()), "role", "spec", "items (stored)", "calls (stored)",
-                "prompt tokens", "completion: expected / ceiling", "cost: expected / ceiling"):
-        table.add_column(col, overflow="fold", justify="right" if col[0] in "icpC" and col != "role" else "left")
+    for col in ("task", *(("model",) if several else ()), "role", "spec"):
+        table.add_column(col, overflow="fold")
+    for col in ("items (stored)", "calls (stored)", "prompt tokens", "completion: expected / ceiling",
+                "cost: expected / ceiling"):
+        table.add_column(col, justify="right")
+
+    def add(head: tuple[str, ...], items: str, tally: RoleTally) -> None:
+        table.add_row(*head, tally.role, tally.spec, items, f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
+                      _prompt(tally), f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
+                      _usd(plan.cost(tally)))
+
     for cell in plan.cells:
         head = (cell.row, *((cell.model,) if several else ()))
         if cell.plan is None:
             table.add_row(*head, "—", "—", "error", "", "", "", "")
             continue
-        for tally in cell.plan.roles.values() or [None]:
-            if tally is None:
-                table.add_row(*head, "—", "—", f"{cell.plan.items} ({cell.plan.stored_items})", "0", "0", "0", "—")
-                continue
-            table.add_row(*head, tally.role, tally.spec, f"{cell.plan.items} ({cell.plan.stored_items})",
-                          f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
-                          _tokens(tally.prompt_tokens) + ("" if tally.prompt_counted == "tokenizer" else " est."),
-                          f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
-                          _usd(plan.cost(tally)))
+        for tally in cell.plan.roles.values():
+            add(head, f"{cell.plan.items} ({cell.plan.stored_items})", tally)
+        if not cell.plan.roles:
+            table.add_row(*head, "—", "—", f"{cell.plan.items} ({cell.plan.stored_items})", "0", "0", "0", "—")
     if plan.judging is not None:
         for tally in plan.judging.roles.values():
-            table.add_row(plan.judging.name, *(("",) if several else ()), tally.role, tally.spec,
-                          f"{plan.judging.items} matches", f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
-                          _tokens(tally.prompt_tokens) + ("" if tally.prompt_counted == "tokenizer" else " est."),
-                          f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
-                          _usd(plan.cost(tally)))
+            add((plan.judging.name, *(("",) if several else ())), f"{plan.judging.items} matches", tally)
     console.print(table)
     totals = Table(title="totals", box=box.SIMPLE_HEAD)
     for col in ("role", "spec", "calls (stored)", "prompt tokens", "completion: expected / ceiling",
@@ -360,9 +379,7 @@ def print_plan(plan: Plan, file: Any = None) -> None:
             continue
         p = cell.power
         n = f"{p.n}" + (f" (effective {p.effective_n:.0f})" if abs(p.effective_n - p.n) > 0.5 else "")
-        shown = (f"{p.detectable:.3f} win share (= {p.rating_points:.0f} Elo points)" if p.rating_points is not None
-                 else f"{p.detectable:.3f}")
-        power.add_row(cell.row, *((cell.model,) if several else ()), n, f"{p.sd:.3f}", shown, p.source)
+        power.add_row(cell.row, *((cell.model,) if several else ()), n, f"{p.sd:.3f}", _detectable(p), p.source)
     console.print(power)
     if plan.store is None:
         console.print("nothing is stored yet (no run store at the run's path)")
