@@ -185,3 +185,31 @@ def test_a_task_raising_fails_that_sample_with_its_traceback_and_the_run_goes_on
     assert not any("rerun the same command" in note for note in results["notes"])
     lines = (tmp_path / "out" / "samples.jsonl").read_text(encoding="utf-8")
     assert "ZeroDivisionError" in lines and "raise KeyError" in lines
+
+
+# -- a reply SQLite could not store (moved here from the engine review's findings) ----------------------------
+
+class HalfSurrogateBackend(FakeBackend):
+    """Answers sample q0 with an unstorable reply, the others normally."""
+
+    async def generate(self, request):
+        response = await super().generate(request)
+        if request.messages[-1].content == "q0":
+            return GenerateResponse(text="A" + "\ud83d", finish_reason="stop", prompt_tokens=1,
+                                    completion_tokens=1)
+        return response
+
+
+def test_an_unstorable_reply_fails_its_sample_and_the_run_goes_on(tmp_path: Path):
+    """Issue 26 item 5: a reply holding half a surrogate pair fails that call with a reason naming it; every other
+    sample is solved and stored, the run ends incomplete, and a rerun asks only that call again."""
+    store = RunStore(tmp_path / "s.sqlite")
+    first = asyncio.run(run_task(AskingTask(), {"model": HalfSurrogateBackend()}, store, RunOptions(concurrency=1)))
+    assert first.results["status"] == "incomplete"
+    failed = [r for r in first.records if r.failed]
+    assert [r.id for r in failed] == ["s0"] and "not valid Unicode" in failed[0].failed and failed[0].transient
+    assert first.results["counts"]["failure_kinds"] == {"bad_reply": 1}
+    assert first.results["counts"]["calls"] == len(first.records) - 1
+    rerun = asyncio.run(run_task(AskingTask(), {"model": FakeBackend()}, store, RunOptions(concurrency=1)))
+    assert rerun.results["status"] == "complete" and rerun.results["counts"]["calls"] == 1
+    store.close()

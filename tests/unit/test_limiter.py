@@ -13,12 +13,13 @@ from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.demo.task import DemoTask
 from finharness.core.backend import BackendError, CallFailed
 from finharness.core.limiter import AdaptiveLimiter, is_rate_limited
-from finharness.core.model import CachedModel, RunCounters
+from finharness.core.model import CachedModel, RunCounters, model_state
 from finharness.core.retry import RetryPolicy
 from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import GenerateParams, GenerateRequest, Message
 from tests.servers.fault_server import fault_server
+from tests.unit.asking_task import AskingTask
 
 NO_WAIT = RetryPolicy(max_attempts=4, base_delay=0.0, jitter="none")
 FAST = RetryPolicy(max_attempts=8, base_delay=0.01, max_delay=0.05)
@@ -293,3 +294,40 @@ def test_a_run_joining_a_model_whose_limit_already_shrank_records_that_limit(tmp
         assert untouched.concurrency_min_limit is None
     finally:
         store.close()
+
+
+# -- a cancelled run (moved here from the engine review's findings) -------------------------------------------
+
+class BlockingBackend(FakeBackend):
+    """Every call waits until the test releases it."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.release = asyncio.Event()
+        self.started = 0
+
+    async def generate(self, request):
+        self.started += 1
+        await self.release.wait()
+        return await super().generate(request)
+
+
+def test_a_cancelled_run_gives_back_every_limiter_slot(tmp_path: Path):
+    store = RunStore(tmp_path / "s.sqlite")
+    backend = BlockingBackend()
+    shared: dict = {}
+
+    async def scenario() -> None:
+        run = asyncio.create_task(run_task(AskingTask(n=8), {"model": backend}, store, RunOptions(concurrency=2), out_dir=None, shared_handles=shared))
+        while backend.started < 2:  # both slots taken, the other samples waiting for one
+            await asyncio.sleep(0)
+        limiter = model_state(shared, backend, 2)["limiter"]
+        assert limiter.in_use == 2 and limiter._waiters
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert limiter.in_use == 0 and not limiter._waiters
+        assert model_state(shared, backend, 2)["counters"] == [], "a finished run is no longer counted"
+
+    asyncio.run(scenario())
+    store.close()

@@ -318,3 +318,31 @@ def test_a_sample_is_counted_done_only_once_it_and_its_calls_are_committed(tmp_p
     assert backend.calls == 80
     assert all(samples >= done and calls >= 2 * min(done, 40) for done, samples, calls in seen), seen
     store.close()
+
+
+# -- a row SQLite can never store (moved here from the engine review's findings) ------------------------------
+
+UNSTORABLE = "\ud83d"
+"""Half a surrogate pair: a str Python holds (a JSON reply may carry the escape "\\ud83d") that SQLite
+cannot store (UTF-8 has no encoding for it)."""
+
+
+
+def test_a_row_that_can_never_be_stored_does_not_wedge_the_queue(tmp_path: Path):
+    """One unstorable row fails its own group commit, but the rows queued with it and every later
+    write still commit, and the store still closes (before: every later commit failed the same way,
+    so one bad reply failed every sample of every pooled task, and close() raised)."""
+    store = RunStore(tmp_path / "s.sqlite")
+
+    async def scenario() -> None:
+        store.put_call("good-1", "fake", "generate", {"q": 1}, {"text": "fine"}, 0.01)
+        store.put_call("bad", "fake", "generate", {"q": 2}, {"text": UNSTORABLE}, 0.01)
+        with pytest.raises(UnicodeEncodeError):
+            await store.synced()
+        store.put_call("good-2", "fake", "generate", {"q": 3}, {"text": "fine too"}, 0.01)
+        await store.synced()
+        assert store.get_call("bad") is None, "a call that was not stored is not served either"
+
+    asyncio.run(scenario())
+    assert committed_keys(store.path) == {"good-1", "good-2"}
+    store.close()
