@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from finharness import open_model
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.cfinbench.categories import OFFICIAL_CATEGORIES
 from finharness.benchmarks.cfinbench.task import CFinBenchTask
+from finharness.core.store import RunStore
 from finharness.core.task import Models, SampleRecord
-from finharness.core.types import GenerateResponse, LoglikelihoodResponse
+from finharness.core.types import GenerateRequest, LoglikelihoodRequest
 from finharness.data.errors import DataError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -30,48 +34,32 @@ def write_exam(root: Path, files: dict | None = None) -> Path:
     return root
 
 
-class FakeModel:
-    """A model handle that answers from a script and records what it was sent."""
-
-    role = "model"
-    spec = "fake:cfinbench"
-    capabilities = None
-
-    def __init__(self, reply=lambda prompt: "答案：A", logprobs=None, count_tokens=len):
-        self.reply, self.logprobs, self._count = reply, logprobs, count_tokens
-        self.chats, self.loglikelihoods, self.truncations = [], [], []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.chats.append((tuple(messages), params))
-        return GenerateResponse(text=self.reply(messages[-1].content), finish_reason="stop")
-
-    async def loglikelihood(self, request):
-        self.loglikelihoods.append(request)
-        values = tuple(self.logprobs(request.context, c) for c in request.continuations)
-        return LoglikelihoodResponse(values, (False,) * len(values), (1,) * len(values))
-
-    def count_tokens(self, text):
-        return self._count(text)
-
-    def fits(self, messages, max_tokens):
-        return True
-
-    def note_truncation(self, policy, detail=""):
-        self.truncations.append((policy, detail))
-
-    def note(self, event, detail=""):
-        self.trace.append({"event": event, "detail": detail})
+def fake_model(reply=lambda prompt: "答案：A", logprobs=None, count_tokens=len) -> FakeBackend:
+    """The suite's one fake model (backends/fake.py): `reply` of the last user message, `logprobs(context,
+    continuation)`, tokens counted as characters unless `count_tokens` says otherwise."""
+    return FakeBackend(reply=reply, logprob=logprobs, count_tokens=count_tokens)
 
 
-def run(task, samples, model):
-    """solve + score every sample, as the runner does (each sample's trace kept on its record)."""
-    models = Models({"model": model})
+def chats(backend: FakeBackend) -> list[tuple[tuple, object]]:
+    """(messages, params) of every generation the fake was sent, in order."""
+    return [(r.messages, r.params) for r in backend.requests if isinstance(r, GenerateRequest)]
+
+
+def truncations(records) -> list[str]:
+    """The truncation policies the task applied, as the handle recorded them in the samples' traces."""
+    return [t["policy"] for r in records for t in r.trace if t.get("event") == "truncation"]
+
+
+def run(task, samples, backend: FakeBackend):
+    """solve + score every sample through the real model handle on a store of its own, as the runner does (each
+    sample's trace kept on its record)."""
+    handle = open_model(backend, RunStore(Path(tempfile.mkdtemp(prefix="cfin-store-")) / "store.sqlite"))
 
     async def go():
         solved = []
         for s in samples:
-            model.trace = []
-            solved.append((await task.solve(s, models), tuple(model.trace)))
+            trace: list = []
+            solved.append((await task.solve(s, Models({"model": handle.bind(trace)})), tuple(trace)))
         return solved
 
     return [SampleRecord(s.id, p, task.score(s, p), trace=trace) for s, (p, trace) in zip(samples, asyncio.run(go()))]
@@ -194,16 +182,16 @@ def scripted(prompt: str) -> str:
 def test_gen_zero_shot_end_to_end(tmp_path):
     task = CFinBenchTask()
     samples = task.load(write_exam(tmp_path))
-    model = FakeModel(scripted)
+    model = fake_model(scripted)
     records = run(task, samples, model)
-    sent = {s.id: messages[-1].content for s, (messages, _) in zip(samples, model.chats)}
+    sent = {s.id: messages[-1].content for s, (messages, _) in zip(samples, chats(model))}
     for key in [("val/single_choice/1-1/0", "gen", 0), ("val/multi_choice/1-1/0", "gen", 0),
                 ("val/judgment/4-11/0", "gen", 0)]:
         assert sent[key[0]] == PROMPTS[key]
-    params = model.chats[0][1]
+    params = chats(model)[0][1]
     assert (params.temperature, params.top_p, params.max_tokens) == (0.0, 1.0, 256)
-    assert [len(messages) for messages, _ in model.chats] == [1] * 7 and model.chats[0][0][0].role == "user"
-    assert model.truncations == []
+    assert [len(messages) for messages, _ in chats(model)] == [1] * 7 and chats(model)[0][0][0].role == "user"
+    assert truncations(records) == []
 
     by_id = {r.id: r for r in records}
     first_d = by_id["val/single_choice/1-1/1"].score
@@ -239,9 +227,9 @@ def test_gen_zero_shot_end_to_end(tmp_path):
 def test_gen_three_shot_sends_the_golden_prompt(tmp_path):
     task = CFinBenchTask(shots=3)
     samples = task.load(write_exam(tmp_path))
-    model = FakeModel(scripted)
+    model = fake_model(scripted)
     run(task, samples, model)
-    sent = {s.id: messages[-1].content for s, (messages, _) in zip(samples, model.chats)}
+    sent = {s.id: messages[-1].content for s, (messages, _) in zip(samples, chats(model))}
     for question_type, category in [("single_choice", "1-1"), ("multi_choice", "1-1"), ("judgment", "4-11")]:
         sample_id = f"val/{question_type}/{category}/0"
         assert sent[sample_id] == PROMPTS[(sample_id, "gen", 3)]
@@ -259,12 +247,12 @@ def test_loglikelihood_picks_the_most_likely_option(tmp_path):
         question = context.rsplit("题目如下：\\n", 1)[1]  # the official PPL string: a literal backslash-n
         return -0.5 if gold[next(k for k in gold if k in question)] == continuation else -3.0
 
-    model = FakeModel(logprobs=logprobs)
+    model = fake_model(logprobs=logprobs)
     records = run(task, samples, model)
-    first = model.loglikelihoods[0]
+    first = [r for r in model.requests if isinstance(r, LoglikelihoodRequest)][0]
     assert first.context == PROMPTS[("val/single_choice/1-1/0", "ll", 0)]
     assert first.continuations == (" A", " B", " C", " D")
-    assert model.chats == []
+    assert chats(model) == []
     assert [r.prediction["choice"] for r in records] == ["B", "A", "C"]
     assert records[0].prediction["logprobs"]["B"] == -0.5
     assert [r.score.value for r in records] == [1.0, 0.0, 1.0]
@@ -283,34 +271,34 @@ def test_paper_truncation_cuts_long_prompts_and_records_it(tmp_path):
     write_exam(tmp_path, {"val/single_choice/1-1": [long_item, EXAM["val/single_choice/1-1"][1]]})
     task = CFinBenchTask()
     samples = task.load(tmp_path)
-    model = FakeModel()
-    run(task, samples, model)
-    long_prompt, short_prompt = (messages[-1].content for messages, _ in model.chats)
+    model = fake_model()
+    cut = run(task, samples, model)
+    long_prompt, short_prompt = (messages[-1].content for messages, _ in chats(model))
     assert len(long_prompt) == 2048 and task.prompt(samples[0]).startswith(long_prompt)
     assert short_prompt == task.prompt(samples[1])
-    assert [policy for policy, _ in model.truncations] == ["paper-2048"]
+    assert truncations(cut) == ["paper-2048"]
 
-    untruncated = FakeModel()
-    run(CFinBenchTask(truncate="none"), samples, untruncated)
-    assert untruncated.chats[0][0][-1].content == task.prompt(samples[0]) and untruncated.truncations == []
+    untruncated = fake_model()
+    whole = run(CFinBenchTask(truncate="none"), samples, untruncated)
+    assert chats(untruncated)[0][0][-1].content == task.prompt(samples[0]) and truncations(whole) == []
 
     uncountable_task = CFinBenchTask()
-    blind = FakeModel(count_tokens=lambda text: None)
+    blind = fake_model(count_tokens=lambda text: None)
     records = run(uncountable_task, uncountable_task.load(tmp_path), blind)
-    assert blind.chats[0][0][-1].content == task.prompt(samples[0])
+    assert chats(blind)[0][0][-1].content == task.prompt(samples[0])
     agg = uncountable_task.aggregate(uncountable_task.load(tmp_path), records)
     assert any("could not be applied" in note for note in agg.notes)
     # a resumed run aggregates stored records with a task that solved nothing: the note comes from the traces
     fresh = CFinBenchTask()
     assert any("could not be applied" in note for note in fresh.aggregate(fresh.load(tmp_path), records).notes)
     assert not any("could not be applied" in note for note in fresh.aggregate(
-        fresh.load(tmp_path), run(CFinBenchTask(), fresh.load(tmp_path), FakeModel())).notes)
+        fresh.load(tmp_path), run(CFinBenchTask(), fresh.load(tmp_path), fake_model())).notes)
 
 
 def test_truncation_flag_from_the_runner_is_counted(tmp_path):
     task = CFinBenchTask()
     samples = task.load(write_exam(tmp_path))
-    records = run(task, samples, FakeModel(scripted))
+    records = run(task, samples, fake_model(scripted))
     cut = {"role": "model", "event": "truncation", "policy": "paper-2048", "detail": ""}
     flagged = [SampleRecord(r.id, r.prediction, r.score, trace=[cut]) if i == 0 else r
                for i, r in enumerate(records)]
@@ -322,7 +310,7 @@ def test_truncation_flag_from_the_runner_is_counted(tmp_path):
 def test_unparseable_replies_are_counted_never_guessed(tmp_path):
     task = CFinBenchTask(extract="robust")
     samples = task.load(write_exam(tmp_path))
-    records = run(task, samples, FakeModel(lambda prompt: "我不知道。"))
+    records = run(task, samples, fake_model(lambda prompt: "我不知道。"))
     assert all(r.score.parsed is False and r.score.rule == "unparseable" for r in records)
     agg = task.aggregate(samples, records)
     assert agg.metrics["unparseable_rate"].value == 1.0
@@ -336,7 +324,7 @@ def test_unparseable_replies_are_counted_never_guessed(tmp_path):
 def test_failed_records_are_not_scored(tmp_path):
     task = CFinBenchTask()
     samples = task.load(write_exam(tmp_path))
-    records = run(task, samples, FakeModel(scripted))
+    records = run(task, samples, fake_model(scripted))
     records[0] = SampleRecord(records[0].id, None, None, failed="CallFailed: timeout")
     agg = task.aggregate(samples, records)
     assert agg.metrics["micro"].n == 6 and agg.extra["counts"]["failed"] == 1
@@ -347,7 +335,7 @@ def test_test_split_without_answers_is_not_scored(tmp_path):
     task = CFinBenchTask(split="test")
     samples = task.load(write_exam(tmp_path))
     assert [s.target for s in samples] == [None, None]
-    records = run(task, samples, FakeModel(lambda prompt: "答案：A"))
+    records = run(task, samples, fake_model(lambda prompt: "答案：A"))
     assert all(r.score.value is None and r.score.extracted["official"] == "A" for r in records)
     agg = task.aggregate(samples, records)
     assert agg.metrics["strict.score"].value is None and agg.metrics["strict.score"].n == 0

@@ -17,7 +17,8 @@ before anything else answers; a script rule may `fail` instead of replying (a Ba
 or not, for its first `times` matching calls only when given: a flaky server); `logprob(context,
 continuation)` scores log-likelihood requests (default: seeded noise); `logprobs(text)` gives the
 per-token logprobs of a reply when a request asks for them (next_token_logprobs); `capabilities` replaces
-any Capabilities field. Every request is kept in `requests`, in order (not for a spec: a dry run of any
+any Capabilities field; `count_tokens(text)` counts tokens its own way (None: as a backend without a tokenizer).
+Every request is kept in `requests`, in order (not for a spec: a dry run of any
 size keeps none). A function is named in the identity
 (the call-cache key) by its qualified name only: fakes that share a store and answer differently need
 distinct names. One fake per role (model, judge, user) gives per-role answers: tests/fakes.py makes the
@@ -62,7 +63,8 @@ class FakeBackend(BaseBackend):
                  log: str | Path | None = None, replies: Sequence[str] = (),
                  logprob: Callable[[str, str], float] | None = None,
                  logprobs: Callable[[str], Sequence[TokenLogprob] | None] | None = None,
-                 capabilities: Mapping[str, Any] | None = None, record: bool = True):
+                 capabilities: Mapping[str, Any] | None = None, record: bool = True,
+                 count_tokens: Callable[[str], int | None] | None = None):
         self.spec = spec
         self.latency = latency
         self.log = Path(log) if log is not None else None
@@ -75,6 +77,9 @@ class FakeBackend(BaseBackend):
         self.requests: list[GenerateRequest | LoglikelihoodRequest] = []
         """Every request received, in order (what a test checks was sent); kept only with `record`."""
         self.record = record
+        self._count_tokens = count_tokens
+        """Token counting instead of 3 characters a token (None from it: the backend cannot count, as a hosted API);
+        it changes how tasks and budgets cut prompts, not the fake's answers (not in the identity)."""
         self._replied = 0
         self._failed: dict[int, int] = {}
         self.capabilities = Capabilities(generate=True, loglikelihood=True, next_token_logprobs=logprobs is not None,
@@ -108,6 +113,8 @@ class FakeBackend(BaseBackend):
         return random.Random(int.from_bytes(digest[:8], "big"))
 
     def count_tokens(self, text: str) -> int | None:
+        if self._count_tokens is not None:
+            return self._count_tokens(text)
         return max(1, len(text) // 3) if text else 0
 
     def _log_call(self, kind: str, request: GenerateRequest | LoglikelihoodRequest, started: float) -> None:
