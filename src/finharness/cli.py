@@ -213,7 +213,7 @@ def run(
         backends = backends_by_role(specs, from_spec)
     except SpecError as err:
         fail(str(err))
-    if executor == "local":  # Ray workers reach their own node's servers
+    if executor == "local" and not dry_run:  # Ray workers reach their own node's servers; a dry run calls none
         check_endpoints(backends.values())
     started = time.time()
     resolved_data_dir = resolve_data_dir(data_dir)

@@ -27,6 +27,7 @@ from .plugins import BUILT_IN, COMMAND_GROUP, Plugin, PluginError, catalogue
 COMMANDS: dict[str, str] = {
     "data": "finharness.data.cli:data_app",
     "markets": "finharness.markets.cli:markets_app",
+    "plan": "finharness.stats.cli:plan_command",
     "rate": "finharness.rating.cli:rate_command",
     "retrieve": "finharness.retrieval.cli:retrieve_command",
     "ui": "finharness.ui.cli:ui_app",

@@ -66,6 +66,17 @@ def test_a_fake_is_planned_on_its_own_replies_exactly_as_it_runs(tmp_path: Path)
     assert {sid: p for sid, p in planned.predictions.items()} == {r.id: r.prediction for r in result.records}
 
 
+def test_draws_are_planned_as_the_run_makes_them(tmp_path: Path):
+    options = RunOptions(limit=3, draws=3)
+    planned = plan("demo", {"model": FakeBackend()}, options=options)
+    with RunStore(tmp_path / "store.sqlite") as store:
+        result = run("demo", {"model": FakeBackend()}, store, options)
+        again = plan("demo", {"model": FakeBackend()}, store, options)
+    assert planned.run_key == result.results["run_key"] and planned.draws == 3
+    assert planned.roles[("fake", "model")].calls == result.results["counts"]["calls"] == 9
+    assert again.stored_items == 9 and again.roles[("fake", "model")].calls == 0
+
+
 def test_without_a_free_reply_every_ucfe_round_is_planned_with_estimated_tokens(shared_data: Path):
     opts = {"tasks": "Financial_Knowledge_Consulting", "max_rounds": 3, "max_tokens": 40, "user_max_tokens": 30}
     options = RunOptions(data_dir=shared_data, limit=2)

@@ -83,8 +83,24 @@ def test_flags_without_runs_and_pairwise_points(tmp_path):
     assert from_file["sd"] == sd and from_file["n"] == plan_comparison(sd, difference=0.1).n
 
 
+def test_without_a_source_the_largest_spread_of_a_0_1_score_is_assumed_and_said():
+    out = _plan("--n", 100)
+    assert out["sd"] == binary_difference_sd(0.5, 0.5) and out["source"].startswith("default: 0/1 scores at")
+    assert out["detectable"] == plan_comparison(binary_difference_sd(0.5, 0.5), n=100).detectable
+
+
+def test_parts_of_a_weighted_score_count_their_items_by_weight():
+    out = _plan("--parts", "0.4=3000,0.4=2000,0.2=1000")
+    weights = [0.4 / 3000] * 3000 + [0.4 / 2000] * 2000 + [0.2 / 1000] * 1000
+    assert out["n"] == 6000 and out["effective_n"] == pytest.approx(effective_n(weights))
+    assert out["effective_n"] == pytest.approx(1 / (0.4 ** 2 / 3000 + 0.4 ** 2 / 2000 + 0.2 ** 2 / 1000))
+    needed = _plan("--parts", "0.4=3000,0.4=2000,0.2=1000", "--diff", 0.05, "--accuracy", 0.6)
+    assert needed["effective_n"] == pytest.approx(needed["n"] * effective_n(weights) / 6000)
+    assert needed["detectable"] <= 0.05
+
+
 def test_user_errors_say_what_to_give():
-    result = CliRunner().invoke(_app(), ["plan", "--n", "100"])
-    assert result.exit_code == 2 and "--sd or --accuracy" in result.output
+    result = CliRunner().invoke(_app(), ["plan", "--parts", "0.4=10,x"])
+    assert result.exit_code == 2 and "WEIGHT=ITEMS" in result.output
     result = CliRunner().invoke(_app(), ["plan", "--sd", "0.5"])
     assert result.exit_code == 2 and "--n" in result.output

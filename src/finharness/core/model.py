@@ -130,8 +130,8 @@ def billed_tokens(kind: str, resp: Any) -> tuple[int, int]:
 
 
 ESTIMATE_RULE = "1 token per CJK character, 1 per 4 other characters, 4 per chat message"
-"""How prompt tokens are estimated for a backend without a tokenizer (a hosted API): close to the common BPE
-vocabularies for English, and on the high side for Chinese, where 4 characters a token would be 3-4 times low."""
+"""How prompt tokens are estimated for a backend without a tokenizer (a hosted API): against Qwen2.5's tokenizer,
+1.03x its count on English exam text, 1.36x on Chinese (the high side), where 4 characters a token gives 0.37x."""
 
 _CJK = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]")
 

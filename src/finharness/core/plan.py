@@ -26,8 +26,17 @@ from typing import Any, Mapping, Sequence
 
 from .backend import Backend, BackendError, CallFailed
 from .hashing import content_key
-from .model import CachedModel, PromptBudget, RunCounters, SharedHandles, billed_tokens, completion_ceiling, model_state
-from .results import samples_fingerprint, task_error
+from .model import (
+    CachedModel,
+    GenerationOverrides,
+    PromptBudget,
+    RunCounters,
+    SharedHandles,
+    billed_tokens,
+    completion_ceiling,
+    model_state,
+)
+from .results import draw_id, samples_fingerprint, task_error
 from .retry import error_kind
 from .runner import RunOptions, run_config, select_samples
 from .store import RunStore, StoreError
@@ -122,8 +131,10 @@ class TaskPlan:
     """The samples a run selects."""
     items: int = 0
     """Items planned: the samples (or, for suite judging, the dialogues judged)."""
+    draws: int = 1
+    """Answers per item (--draws): each item is solved this many times."""
     stored_items: int = 0
-    """Samples the store holds finished under the run key (a run skips them)."""
+    """Answers (items x draws) the store holds finished under the run key (a run skips them)."""
     roles: dict[tuple[str, str], RoleTally] = field(default_factory=dict)
     """(spec, role) -> its tally, in the order first called."""
     predictions: dict[str, Any] = field(default_factory=dict)
@@ -145,7 +156,8 @@ class TaskPlan:
         return found
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "run_key": self.run_key, "items": self.items, "stored_items": self.stored_items,
+        return {"name": self.name, "run_key": self.run_key, "items": self.items, "draws": self.draws,
+                "stored_items": self.stored_items,
                 "failing_items": len(self.failed), "exact": self.exact,
                 "roles": [t.to_json() for t in self.roles.values()],
                 "failures": dict(list(self.failed.items())[:10])}
@@ -170,16 +182,18 @@ class PlannedModel(CachedModel):
 
     def __init__(self, backend: Backend, store: RunStore | None, counters: RunCounters, *, plan: TaskPlan,
                  dry: DryRun, role: str = "model", budget: PromptBudget = PromptBudget(),
-                 trace: list[dict[str, Any]] | None = None, _shared: dict[str, Any] | None = None):
+                 trace: list[dict[str, Any]] | None = None, generation: GenerationOverrides | None = None,
+                 draw: int = 0, _shared: dict[str, Any] | None = None):
         super().__init__(backend, store, counters, role=role, budget=budget, trace=trace,  # type: ignore[arg-type]
-                         _shared=_shared)
+                         generation=generation, draw=draw, _shared=_shared)
         self.plan = plan
         self.dry = dry
         self.tally = plan.tally(self.spec, role)
 
-    def bind(self, trace: list[dict[str, Any]]) -> "PlannedModel":
+    def bind(self, trace: list[dict[str, Any]], draw: int = 0) -> "PlannedModel":
         return PlannedModel(self.backend, self.store, self.counters, plan=self.plan, dry=self.dry, role=self.role,
-                            budget=self.budget, trace=trace, _shared=self._shared)
+                            budget=self.budget, trace=trace, generation=self.generation, draw=draw,
+                            _shared=self._shared)
 
     def stored_response(self, kind: str, key: str) -> tuple[Any, float] | None:
         return None if self.store is None else super().stored_response(kind, key)
@@ -255,6 +269,16 @@ class PlannedModel(CachedModel):
         return text
 
 
+def _note_score(plan: TaskPlan, task: Task, sample: Sample, prediction: Any) -> None:
+    """A finished sample's headline score, for the spread of this task and model's scores."""
+    try:
+        value = task.score(sample, prediction).value
+    except Exception:  # a stored prediction the task cannot score: no spread from it, as in a run
+        value = None
+    if value is not None:
+        plan.stored_scores.append(float(value))
+
+
 def _note_finished(plan: TaskPlan, record: Mapping[str, Any], handles: Mapping[str, PlannedModel]) -> None:
     """A sample the store holds finished: its calls are stored, and its generations feed the stored mean."""
     for entry in record.get("trace", []):
@@ -280,35 +304,36 @@ async def plan_task(task: Task, backends: Mapping[str, Backend], store: RunStore
     states = {role: model_state(dry.shared, b, options.concurrency) for role, b in used.items()}
     config = run_config(task, {role: s["identity"] for role, s in states.items()}, options,
                         samples_fingerprint(samples))
-    plan = TaskPlan(name or task.name, content_key(config.to_json()), samples, len(samples))
+    plan = TaskPlan(name or task.name, content_key(config.to_json()), samples, len(samples),
+                    draws=max(1, options.draws))
     counters = RunCounters(samples_total=len(samples))
     handles = {role: PlannedModel(b, store, counters, plan=plan, dry=dry, role=role, budget=options.budget,
-                                  _shared=states[role]) for role, b in used.items()}
+                                  generation=options.generation if role == "model" else None, _shared=states[role])
+               for role, b in used.items()}
     done = store.get_samples(plan.run_key) if store is not None else {}
-    try:
-        for sample in samples:
-            record = done.get(sample.id)
+    try:  # in the run's order: draw 0 of every item, then each further draw (--draws)
+        for draw, sample in ((k, s) for k in range(plan.draws) for s in samples):
+            sid = draw_id(sample.id, draw)
+            record = done.get(sid)
             if record is not None:
                 plan.stored_items += 1
-                plan.predictions[sample.id] = record.get("prediction")
                 _note_finished(plan, record, handles)
-                try:
-                    value = task.score(sample, record.get("prediction")).value
-                except Exception:  # a stored prediction the task cannot score: no spread from it, as in a run
-                    value = None
-                if value is not None:
-                    plan.stored_scores.append(float(value))
+                if draw == 0:
+                    plan.predictions[sample.id] = record.get("prediction")
+                    _note_score(plan, task, sample, record.get("prediction"))
                 continue
             trace: list[dict[str, Any]] = []
             try:
-                prediction = await task.solve(sample, Models({role: h.bind(trace) for role, h in handles.items()}))
-                plan.predictions[sample.id] = to_jsonable(prediction)
+                prediction = await task.solve(sample, Models({role: h.bind(trace, draw)
+                                                              for role, h in handles.items()}))
+                if draw == 0:
+                    plan.predictions[sample.id] = to_jsonable(prediction)
             except CallFailed as err:
-                plan.failed[sample.id] = f"{err.kind}: {err}"
+                plan.failed[sid] = f"{err.kind}: {err}"
             except StoreError:
                 raise
             except Exception as err:  # a task's bug fails its sample, as in a run
-                plan.failed[sample.id] = task_error(task.name, "solve", err)
+                plan.failed[sid] = task_error(task.name, "solve", err)
     finally:
         task.close()
     return plan

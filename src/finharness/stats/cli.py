@@ -21,16 +21,20 @@ from .power import (
     ALPHA,
     DEFAULT_CORRELATION,
     POWER,
+    TIE_SHARE,
     PowerPlan,
     binary_difference_sd,
     difference_sd,
     difference_sd_from_one,
     effective_n,
+    pairwise_outcome_sd,
     plan_comparison,
 )
 
-TIE_SHARE = 0.2
-"""Ties assumed among pairwise verdicts when no matches file says (UCFE judges call about one in five a tie)."""
+DEFAULT_ACCURACY = 0.5
+"""The planned accuracy of 0/1 scores when nothing says the spread: p(1 - p) is largest there (no score in [0, 1]
+varies more), so the detectable difference is on the safe side."""
+
 
 
 def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict[str, tuple[str, str]]]:
@@ -85,6 +89,19 @@ def _matches_sd(path: Path) -> float:
     return (sum((o - mean) ** 2 for o in outcomes) / (len(outcomes) - 1)) ** 0.5
 
 
+def _parts(text: str) -> tuple[int, float]:
+    """`W=N,...` -> (items, effective n / items): each part's items share its (renormalised) weight alike."""
+    try:
+        pairs = [(float(w), int(k)) for w, _, k in (p.strip().partition("=") for p in text.split(",") if p.strip())]
+    except ValueError:
+        fail(f"--parts {text!r}: expected WEIGHT=ITEMS,..., e.g. --parts 0.4=2000,0.4=1500,0.2=800")
+    if not pairs or any(w <= 0 or k < 1 for w, k in pairs):
+        fail(f"--parts {text!r}: each part needs a weight > 0 and at least 1 item")
+    total_weight, items = sum(w for w, _ in pairs), sum(k for _, k in pairs)
+    weights = [w / total_weight / k for w, k in pairs for _ in range(k)]
+    return items, effective_n(weights) / items
+
+
 def _print(plan: PowerPlan, pairwise: bool) -> None:
     unit = " (win share − ½)" if pairwise else ""
     lines = [f"items {plan.n}" + (f" (effective {plan.effective_n:.0f}: weighted score)"
@@ -114,6 +131,8 @@ def plan_command(
     matches: Optional[Path] = typer.Option(None, "--matches", help="Matches file of one model pair (implies "
                                            "--pairwise): the outcomes' spread."),
     value: Optional[str] = typer.Option(None, "--value", help="A per-sample score value instead of the headline."),
+    parts: Optional[str] = typer.Option(None, "--parts", help="A weighted score of parts, WEIGHT=ITEMS,... (CFinBench: "
+                                        "0.4=SINGLE,0.4=MULTI,0.2=JUDGMENT): n is their items, counted by weight."),
     alpha: float = typer.Option(ALPHA, "--alpha"),
     power: float = typer.Option(POWER, "--power"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -144,9 +163,15 @@ def plan_command(
         spread, source = binary_difference_sd(accuracy, correlation), \
             f"0/1 scores at accuracy {accuracy:g}, correlation {correlation:g}"
     elif pairwise:
-        spread, source = ((1 - TIE_SHARE) / 4) ** 0.5, f"even models, {TIE_SHARE:.0%} ties assumed"
-    else:
-        fail("give run directories, --matches, --sd or --accuracy (where the per-item spread comes from)")
+        spread, source = pairwise_outcome_sd(TIE_SHARE), f"even models, {TIE_SHARE:.0%} ties assumed"
+    else:  # nothing says the spread: the largest a score in [0, 1] can have, said in the output
+        spread = binary_difference_sd(DEFAULT_ACCURACY, correlation)
+        source = (f"default: 0/1 scores at accuracy {DEFAULT_ACCURACY:g}, correlation {correlation:g} (give runs, "
+                  "--matches, --sd or --accuracy to say otherwise)")
+    if parts is not None:
+        if n or runs:
+            fail("--parts says the items and their weights: give it without --n or runs")
+        items, ratio = _parts(parts)
     sizes = n or ([items] if items else [])
     if difference is None and not sizes:
         fail("give --n (planned items) or --diff (a difference to detect)")

@@ -81,6 +81,17 @@ def difference_sd_from_one(scores: Sequence[float], correlation: float = DEFAULT
     return _sd(scores) * math.sqrt(2 * (1 - correlation))
 
 
+TIE_SHARE = 0.2
+"""Ties assumed among pairwise verdicts when no matches say (UCFE judges call about one in five a tie)."""
+
+
+def pairwise_outcome_sd(tie_share: float = TIE_SHARE) -> float:
+    """σ of one model's outcomes against an even other (1 win, ½ tie, 0 loss) with `tie_share` ties."""
+    if not 0.0 <= tie_share <= 1.0:
+        raise ValueError(f"the tie share must lie in [0, 1]; got {tie_share}")
+    return math.sqrt((1 - tie_share) / 4)
+
+
 def binary_difference_sd(accuracy: float, correlation: float = DEFAULT_CORRELATION) -> float:
     """σ_d of two models with 0/1 scores at the planned accuracy and per-item correlation."""
     if not 0.0 <= accuracy <= 1.0:

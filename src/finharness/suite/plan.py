@@ -30,10 +30,12 @@ from ..stats.power import (
     ALPHA,
     DEFAULT_CORRELATION,
     POWER,
+    TIE_SHARE,
     PowerPlan,
     binary_difference_sd,
     difference_sd_from_one,
     effective_n,
+    pairwise_outcome_sd,
     plan_comparison,
 )
 
@@ -41,9 +43,6 @@ ROLE_ORDER = {"model": 0, "user": 1, "judge": 2}
 
 MIN_STORED_SCORES = 10
 """Stored scores needed before their spread replaces the default (fewer say little about it)."""
-
-TIE_SHARE = 0.2
-"""Ties assumed among UCFE's pairwise verdicts (as `finharness plan --pairwise` assumes)."""
 
 UPPER_BOUND = ("stand-in replies of max_tokens tokens that read as no answer: every UCFE dialogue runs to "
                "max_rounds, FinTradeBench's judge takes all its attempts (3; 1 when its first verdict reads) and "
@@ -118,8 +117,7 @@ def detectable(plan: TaskPlan, task: str) -> PowerPlan | None:
     if plan.items < 2:
         return None
     if task == "ucfe":
-        sd = math.sqrt((1 - TIE_SHARE) / 4)
-        return plan_comparison(sd, n=plan.items, source=f"default: win/tie/loss of even models, {TIE_SHARE:.0%} ties",
+        return plan_comparison(pairwise_outcome_sd(TIE_SHARE), n=plan.items, source=f"default: win/tie/loss of even models, {TIE_SHARE:.0%} ties",
                                pairwise_scale=(400.0, 10.0))
     ratio = _weight_ratio(task, plan.samples)
     scores = plan.stored_scores
@@ -353,10 +351,12 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         if cell.plan is None:
             table.add_row(*head, "—", "—", "error", "", "", "", "")
             continue
+        items = (f"{cell.plan.items}" + (f" × {cell.plan.draws}" if cell.plan.draws > 1 else "")
+                 + f" ({cell.plan.stored_items})")
         for tally in cell.plan.roles.values():
-            add(head, f"{cell.plan.items} ({cell.plan.stored_items})", tally)
+            add(head, items, tally)
         if not cell.plan.roles:
-            table.add_row(*head, "—", "—", f"{cell.plan.items} ({cell.plan.stored_items})", "0", "0", "0", "—")
+            table.add_row(*head, "—", "—", items, "0", "0", "0", "—")
     if plan.judging is not None:
         for tally in plan.judging.roles.values():
             add((plan.judging.name, *(("",) if several else ())), f"{plan.judging.items} matches", tally)
