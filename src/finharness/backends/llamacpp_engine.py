@@ -361,14 +361,10 @@ class Generator:
         if params.get("top_logprobs", 0) > 0:
             sequence.logprobs.append(self._logprobs(logits, token, piece, params["top_logprobs"]))
         sequence.text += piece
-        stops = [stop for stop in params.get("stop") or () if stop]
-        if stops:
-            # a stop string may start in text already searched: look back by the longest one
-            start = max(0, sequence.stop_checked - max(len(stop) for stop in stops) + 1)
-            found = [index for index in (sequence.text.find(stop, start) for stop in stops) if index >= 0]
-            sequence.stop_checked = len(sequence.text)
-            if found:
-                return self._result(sequence, "stop", text=sequence.text[:min(found)])
+        cut = find_stop(sequence.text, params.get("stop"), sequence.stop_checked)
+        sequence.stop_checked = len(sequence.text)
+        if cut is not None:
+            return self._result(sequence, "stop", text=sequence.text[:cut])
         if len(sequence.generated) >= params["max_tokens"]:
             return self._result(sequence, "length")
         if len(slot.cached) + 1 >= self.config.n_ctx:
@@ -377,46 +373,69 @@ class Generator:
         return None
 
     def _sample(self, sequence: _Sequence, logits: np.ndarray) -> int:
-        params = sequence.params
-        frequency, presence = params.get("frequency_penalty", 0.0), params.get("presence_penalty", 0.0)
-        if (frequency or presence) and sequence.counts:
-            logits = logits.copy()
-            tokens = np.fromiter(sequence.counts, dtype=np.int64)
-            counts = np.fromiter(sequence.counts.values(), dtype=np.float32)
-            logits[tokens] -= counts * frequency + presence
-        temperature = params.get("temperature", 0.0)
-        if temperature <= 0 or sequence.rng is None:
-            return int(np.argmax(logits))
-        scaled = logits.astype(np.float64) / temperature
-        scaled -= scaled.max()
-        probs = np.exp(scaled)
-        probs /= probs.sum()
-        top_p = params.get("top_p", 1.0)
-        if top_p < 1.0:
-            order = np.argsort(-probs, kind="stable")
-            cumulative = np.cumsum(probs[order])
-            keep = order[:int(np.searchsorted(cumulative, top_p)) + 1]
-            kept = probs[keep] / probs[keep].sum()
-            return int(keep[sequence.rng.choice(len(keep), p=kept)])
-        return int(sequence.rng.choice(len(probs), p=probs))
+        return sample_token(logits, sequence.params, sequence.counts, sequence.rng)
 
     def _logprobs(self, logits: np.ndarray, token: int, text: str,
                   top: int) -> tuple[str, float, list[tuple[str, float]]]:
         """(the token's text in the reply, its logprob, the `top` most likely tokens with theirs)."""
-        values = logits.astype(np.float64)
-        values -= values.max()
-        logprobs = values - np.log(np.exp(values).sum())
-        top = min(top, len(logprobs) - 1)
-        best = np.argpartition(-logprobs, top)[:top]
-        best = best[np.argsort(-logprobs[best], kind="stable")]
-        return (text, float(logprobs[token]),
-                [(self.piece(int(t)).decode("utf-8", errors="ignore"), float(logprobs[t])) for t in best])
+        chosen, best = top_logprobs(logits, token, top)
+        return text, chosen, [(self.piece(t).decode("utf-8", errors="ignore"), lp) for t, lp in best]
 
     def _result(self, sequence: _Sequence, finish_reason: str, *, text: str | None = None) -> dict[str, Any]:
         return {"text": sequence.text if text is None else text,
                 "finish_reason": finish_reason, "prompt_tokens": len(sequence.prompt),
                 "completion_tokens": len(sequence.generated), "prompt_evaluated": sequence.prompt_evaluated,
                 "logprobs": sequence.logprobs if sequence.params.get("top_logprobs", 0) > 0 else None}
+
+
+def sample_token(logits: np.ndarray, params: dict[str, Any], counts: dict[int, int],
+                 rng: np.random.Generator | None) -> int:
+    """The next token from one logits row: frequency and presence penalties over the `counts` of the tokens
+    generated so far, then greedy (temperature 0 or no `rng`) or temperature/top_p sampling as the OpenAI
+    API means them (no top_k, min_p or repeat penalty). Shared by every local backend."""
+    frequency, presence = params.get("frequency_penalty", 0.0), params.get("presence_penalty", 0.0)
+    if (frequency or presence) and counts:
+        logits = logits.copy()
+        tokens = np.fromiter(counts, dtype=np.int64)
+        occurrences = np.fromiter(counts.values(), dtype=np.float32)
+        logits[tokens] -= occurrences * frequency + presence
+    temperature = params.get("temperature", 0.0)
+    if temperature <= 0 or rng is None:
+        return int(np.argmax(logits))
+    scaled = logits.astype(np.float64) / temperature
+    scaled -= scaled.max()
+    probs = np.exp(scaled)
+    probs /= probs.sum()
+    top_p = params.get("top_p", 1.0)
+    if top_p < 1.0:
+        order = np.argsort(-probs, kind="stable")
+        cumulative = np.cumsum(probs[order])
+        keep = order[:int(np.searchsorted(cumulative, top_p)) + 1]
+        kept = probs[keep] / probs[keep].sum()
+        return int(keep[rng.choice(len(keep), p=kept)])
+    return int(rng.choice(len(probs), p=probs))
+
+
+def top_logprobs(logits: np.ndarray, token: int, top: int) -> tuple[float, list[tuple[int, float]]]:
+    """(logprob of `token`, the `top` most likely token ids with their logprobs, best first) of one logits row."""
+    values = logits.astype(np.float64)
+    values -= values.max()
+    logprobs = values - np.log(np.exp(values).sum())
+    top = min(top, len(logprobs) - 1)
+    best = np.argpartition(-logprobs, top)[:top]
+    best = best[np.argsort(-logprobs[best], kind="stable")]
+    return float(logprobs[token]), [(int(t), float(logprobs[t])) for t in best]
+
+
+def find_stop(text: str, stops: Sequence[str] | None, checked: int) -> int | None:
+    """Where the earliest stop string starts in `text`, None when none does. Only what is new since `checked`
+    characters is searched, looking back by the longest stop string (one may start in text searched before)."""
+    stops = [stop for stop in stops or () if stop]
+    if not stops:
+        return None
+    start = max(0, checked - max(len(stop) for stop in stops) + 1)
+    found = [index for index in (text.find(stop, start) for stop in stops) if index >= 0]
+    return min(found) if found else None
 
 
 # --- log-likelihood ----------------------------------------------------------------------------
