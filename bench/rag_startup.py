@@ -1,6 +1,7 @@
 """How fast FinTradeBench RAG starts from a cold cache (run by hand).
 
     .venv/bin/python bench/rag_startup.py index [DATA_DIR]          # every filing of every ticker
+    .venv/bin/python bench/rag_startup.py first-context [DATA_DIR]  # the first question's retrieval alone
     .venv/bin/python bench/rag_startup.py first-answer [DATA_DIR] [--model embedded] [-o KEY=VALUE ...]
 
 DATA_DIR defaults to $FINHARNESS_DATA_DIR, else ../shared/data beside the checkout. Both run in a fresh
@@ -13,7 +14,11 @@ waiting for the CPU; CPU seconds / cores is what an idle machine would take at b
 ``index``: the retrieval index of each ticker over all of its filings, built as a RAG run builds it
 (build_index with the default dense encoder: parse, chunk, BM25, MiniLM embeddings), then where the time
 went, measured again piece by piece on the same filings: HTML/XBRL parsing, chunking, BM25, WordPiece
-tokenization and the ONNX encoder.
+tokenization and the ONNX encoder (on every n-th distinct text, ~640 of them, scaled to all).
+``--profile-only`` skips the build (minutes of CPU) and gives the pieces alone.
+
+``first-context``: the retrieval of the first question such a run asks (F1, Apple as of 2025-09-30), cold,
+in this process: what a RAG run pays before its first model call.
 
 ``first-answer``: ``finharness run fintradebench --mode rag -o per_category=1`` (one question per
 category) as a subprocess; the run store is polled, so the figures are the seconds from the start of
@@ -55,7 +60,7 @@ def fresh_cache() -> Path:
     return fresh
 
 
-def index_all(data_dir: Path) -> None:
+def index_all(data_dir: Path, build: bool = True) -> None:
     os.environ["FINHARNESS_CACHE"] = str(fresh_cache())
     from finharness.markets.filings import Filing, discover_filings, extract_text, split_sections
     from finharness.retrieval.bm25 import BM25Index
@@ -70,14 +75,17 @@ def index_all(data_dir: Path) -> None:
           f"FINHARNESS_DENSE_THREADS={os.environ.get('FINHARNESS_DENSE_THREADS', '2')}); "
           f"cores {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
     children = 0
+    if not build:
+        print("(index build skipped: --profile-only)")
     with Clock() as total:
-        for ticker in tickers:
+        for ticker in tickers if build else ():
             mine = [ref for ref in refs if ref.ticker == ticker]
             with Clock() as clock:
                 index = build_index(mine, encoder=encoder)
             children += len(index.children)
             print(f"  {ticker}: {len(mine)} filings, {len(index.children)} children: {clock}", flush=True)
-    print(f"index build, all {len(refs)} filings, {children} children: {total}  (load {os.getloadavg()[0]:.2f})")
+    if build:
+        print(f"index build, all {len(refs)} filings, {children} children: {total}  (load {os.getloadavg()[0]:.2f})")
 
     print("where the time goes (the same filings again, piece by piece):")
     with Clock() as clock:
@@ -106,7 +114,25 @@ def index_all(data_dir: Path) -> None:
         encoder.encode(sample)
     per = clock.cpu / len(sample)
     print(f"  ONNX encoder on {len(sample)} texts {clock}: {per * 1000:.1f} ms cpu a text, "
-          f"~{per * len(dense):.0f} s cpu for all")
+          f"~{per * len(dense):.0f} s cpu for all {len(dense)}")
+
+
+def first_context(data_dir: Path) -> None:
+    """The retrieval of a per_category=1 run's first question (F1), from a cold cache, in this process."""
+    os.environ["FINHARNESS_CACHE"] = str(fresh_cache())
+    import asyncio
+
+    from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
+
+    task = FinTradeBenchTask(mode="rag", per_category=1)
+    first = task.load(data_dir)[0]
+    print(f"{first.id}: {first.input['question']!r}, tickers {first.input['tickers']}, as of {first.input['as_of']}; "
+          f"cores {os.cpu_count()}; load {os.getloadavg()[0]:.2f}")
+    with Clock() as clock:
+        context, info = asyncio.run(task.rag_context(first))
+    filings = {item["source"].split("#")[0] for item in info["items"] if item["track"] == "filings"}
+    print(f"first question's context, cold: {clock}; {len(info['items'])} items from {len(filings)} filing(s); "
+          f"load {os.getloadavg()[0]:.2f}")
 
 
 def first_answer(data_dir: Path, model: str, judge: str, options: list[str]) -> None:
@@ -159,6 +185,10 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     index = sub.add_parser("index", help="index every filing of every ticker, cold")
     index.add_argument("data_dir", nargs="?", default=str(DATA_DIR))
+    index.add_argument("--profile-only", action="store_true",
+                       help="skip the build; time the pieces (the encoder on a sample) and add them up")
+    context = sub.add_parser("first-context", help="the first question's retrieval alone, cold")
+    context.add_argument("data_dir", nargs="?", default=str(DATA_DIR))
     first = sub.add_parser("first-answer", help="a 3-question RAG run from a cold retrieval cache")
     first.add_argument("data_dir", nargs="?", default=str(DATA_DIR))
     first.add_argument("--model", default="embedded")
@@ -166,7 +196,9 @@ def main() -> None:
     first.add_argument("-o", dest="options", action="append", default=[], help="task option KEY=VALUE")
     args = parser.parse_args()
     if args.what == "index":
-        index_all(Path(args.data_dir))
+        index_all(Path(args.data_dir), build=not args.profile_only)
+    elif args.what == "first-context":
+        first_context(Path(args.data_dir))
     else:
         first_answer(Path(args.data_dir), args.model, args.judge, args.options)
 

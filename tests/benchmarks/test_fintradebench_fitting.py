@@ -97,9 +97,9 @@ def test_the_judge_prompt_loses_our_contexts_first_then_answer_and_gold_answer_e
     assert user.count(TRUNCATED) == 4 and sum(len(m.content) for m in messages) <= official - 3000
 
 
-def _run(shared_data, tmp_path, judge_context: int):
+def _run(shared_data, tmp_path, judge_window: int):
     task = FinTradeBenchTask(mode="norag", per_category=1, judge_context="none")  # the contexts: unit tests above
-    judge = FakeBackend("fake?name=judge", reply=verdict(3), name="judge", context_length=judge_context)
+    judge = FakeBackend("fake?name=judge", reply=verdict(3), name="judge", context_length=judge_window)
     model = FakeBackend("fake", script=[{"match": "Prompt ID only", "reply": "L3_Step_By_Step"},
                                         {"match": "", "reply": ANSWER}])
     return asyncio.run(run_task(task, {"model": model, "judge": judge}, RunStore(tmp_path / "store.sqlite"),
@@ -107,7 +107,7 @@ def _run(shared_data, tmp_path, judge_context: int):
 
 
 def test_a_run_with_a_small_judge_window_completes_and_counts_every_cut(shared_data, tmp_path):
-    result = _run(shared_data, tmp_path, judge_context=3072)  # 2,048 prompt tokens after the verdict's 1,024
+    result = _run(shared_data, tmp_path, judge_window=3072)  # 2,048 prompt tokens after the verdict's 1,024
     results = result.results
     assert results["status"] == "complete" and results["metrics"]["accuracy"]["n"] == 3
     cut = results["extra"]["prompt_cuts"]["judge"]
@@ -120,12 +120,7 @@ def test_a_run_with_a_small_judge_window_completes_and_counts_every_cut(shared_d
 
 
 def test_a_window_too_small_for_the_rubric_fails_the_sample_as_prompt_too_long(shared_data, tmp_path):
-    task = FinTradeBenchTask(mode="norag", per_category=1, judge_context="none")
-    judge = FakeBackend("fake?name=judge", reply=verdict(3), name="judge", context_length=1100)
-    model = FakeBackend("fake", script=[{"match": "Prompt ID only", "reply": "L3_Step_By_Step"},
-                                        {"match": "", "reply": ANSWER}])
-    result = asyncio.run(run_task(task, {"model": model, "judge": judge}, RunStore(tmp_path / "store.sqlite"),
-                                  RunOptions(data_dir=shared_data), out_dir=tmp_path / "run"))
+    result = _run(shared_data, tmp_path, judge_window=1100)  # 76 prompt tokens: not even the rubric fits
     assert result.results["status"] == "incomplete"
     assert result.results["counts"]["failed_samples"] == 3
     assert result.results["counts"]["failure_kinds"] == {"prompt-too-long": 3}
