@@ -103,6 +103,20 @@ def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any
     return {k: v for k, v in opts.items() if v is not None}
 
 
+# Options `run` and `suite` share, declared once.
+PRICE_OPTION = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a model (its "
+                            "spec or name; repeatable; a suite's [prices] too): results carry the cost.")
+MAX_COST_OPTION = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take the cost (at the "
+                               "prices) past USD; everything made is kept: rerun with more to resume.")
+BUDGET_TOKENS_OPTION = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that would take the "
+                                    "tokens of every role (and model) past N; rerun with more to resume.")
+SANDBOX_OPTION = typer.Option(None, help="Isolation of model-written programs (BizBench's program tasks): auto | bwrap "
+                              "| kernel | unsafe (docs/sandbox.md; recorded in results).")
+NO_PULL_OPTION = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks that "
+                              "pull on first use fail instead); same as FINHARNESS_NO_PULL=1.")
+JSON_PLAN_OPTION = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON.")
+
+
 @app.command()
 def run(
     task: list[str] = typer.Argument(..., metavar="TASK", help="Task name(s) (see `finharness list`) or "
@@ -144,20 +158,15 @@ def run(
                                          "(in the run key)."),
     draws: int = typer.Option(1, min=1, help="Answers per item (sampled: with --temperature > 0): metrics get the "
                               "item-clustered interval and the share of variance from sampling."),
-    sandbox: Optional[str] = typer.Option(None, help="Isolation of model-written programs (BizBench's program tasks): "
-                                          "auto | bwrap | kernel | unsafe (docs/sandbox.md; recorded in results)."),
-    price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a "
-                                    "model (its spec or name; repeatable): results carry the cost."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
-                                             "the cost (at --price) past USD; rerun with more to resume."),
-    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that "
-                                                "would take the tokens of every role past N; rerun to resume."),
-    no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks "
-                                 "that pull on first use fail instead); same as FINHARNESS_NO_PULL=1."),
+    sandbox: Optional[str] = SANDBOX_OPTION,
+    price: list[str] = PRICE_OPTION,
+    max_cost: Optional[float] = MAX_COST_OPTION,
+    budget_tokens: Optional[int] = BUDGET_TOKENS_OPTION,
+    no_pull: bool = NO_PULL_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per task and role the items, calls, "
                                  "prompt and completion tokens, what is stored, the cost at --price and the "
                                  "smallest difference the items detect (docs/plan.md)."),
-    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
+    as_json: bool = JSON_PLAN_OPTION,
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
@@ -465,20 +474,16 @@ def suite_cmd(
                                        "per model and row, suite.json and the scorecard."),
     data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
     concurrency: Optional[int] = typer.Option(None, help="Calls in flight per model."),
-    price: list[str] = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens "
-                                    "(repeatable; adds to the suite's [prices])."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take "
-                                             "the cost past USD; rerun with more to resume."),
-    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that "
-                                                "would take the tokens of every role and model past N."),
+    price: list[str] = PRICE_OPTION,
+    max_cost: Optional[float] = MAX_COST_OPTION,
+    budget_tokens: Optional[int] = BUDGET_TOKENS_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
-    no_pull: bool = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks."),
-    sandbox: Optional[str] = typer.Option(None, help="Isolation of model-written programs: auto | bwrap | kernel | "
-                                          "unsafe (docs/sandbox.md)."),
+    no_pull: bool = NO_PULL_OPTION,
+    sandbox: Optional[str] = SANDBOX_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per row, model and role the items, "
                                  "calls, tokens, what is stored, the cost at the prices and the smallest difference "
                                  "each row detects (docs/plan.md)."),
-    as_json: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
+    as_json: bool = JSON_PLAN_OPTION,
 ) -> None:
     """Run a suite of tasks for one or more models and write one scorecard.
 
