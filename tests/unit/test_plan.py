@@ -84,9 +84,10 @@ def test_without_a_free_reply_every_ucfe_round_is_planned_with_estimated_tokens(
     exact = plan("ucfe", {"model": FakeBackend(), "user": ended}, options=options, **opts)
     assert asked(exact, "user") == 2 * 2 and asked(exact, "model") == 2
     hosted = plan("ucfe", {"model": HostedLike(), "user": HostedLike()}, options=options, **opts)
-    # the opening, then a model and a user turn a round (a call asked twice is planned once: the run stores it)
-    assert (asked(hosted, "model"), asked(hosted, "user")) == (2 * 3, 2 * (1 + 3))
+    # the opening, then a model and a user turn a round; each stand-in is its call's own, so the two dialogues do
+    # not repeat each other's calls although both items give the model the same prompt
     model, user = hosted.roles[("fake", "model")], hosted.roles[("fake", "user")]
+    assert (model.calls, user.calls, model.repeats, user.repeats) == (2 * 3, 2 * (1 + 3), 0, 0)
     assert model.prompt_counted == user.prompt_counted == "estimate" and not hosted.exact
     assert (model.completion_expected, model.completion_ceiling) == (model.calls * 40, model.calls * 40)
     assert (user.completion_expected, user.completion_ceiling) == (user.calls * 30, user.calls * 30)
@@ -108,6 +109,17 @@ def test_stored_calls_are_free_and_their_mean_is_the_expected_completion(tmp_pat
     assert tally.stored_mean == stored_completion / 2
     assert tally.completion_expected == math.ceil(stored_completion / 2 * 2) < tally.completion_ceiling
     assert "stored mean" in tally.completion_source
+
+
+def test_an_earlier_run_of_the_task_with_other_options_gives_the_stored_mean(tmp_path: Path):
+    with RunStore(tmp_path / "store.sqlite") as store:
+        earlier = run("demo", {"model": FakeBackend()}, store, RunOptions(limit=4), max_tokens=48)
+        planned = plan("demo", {"model": HostedLike()}, store, RunOptions(limit=6))  # other requests: none stored
+        other_model = plan("demo", {"model": HostedLike(name="other")}, store, RunOptions(limit=6))
+    tally = planned.roles[("fake", "model")]
+    assert tally.calls == 6 and tally.stored_calls == 0
+    assert tally.stored_mean == earlier.results["counts"]["completion_tokens"] / 4
+    assert other_model.roles[("fake", "model")].stored_mean is None  # another model's runs say nothing of this one
 
 
 def test_a_rerun_plans_nothing_and_the_stored_scores_give_the_spread(tmp_path: Path):

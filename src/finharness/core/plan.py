@@ -15,7 +15,8 @@ A call planned once is answered from the plan the next time it is asked (the run
 A prompt that would not fit the budget fails its sample here as in a run, and is counted. Prompt tokens are
 counted with the model's tokenizer where the backend has one (CachedModel.prompt_size), else estimated
 (model.ESTIMATE_RULE). Completion tokens: the backend's own reply (fake), else max_tokens as the ceiling and,
-where the store holds calls of the same task and model (resumed samples, calls found stored), their mean.
+where the store holds generations of the same task and model (resumed samples, calls found stored, else the store's
+other runs of the task with that model in the role), their mean.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ from .types import GenerateRequest, GenerateResponse, LoglikelihoodResponse, Sam
 
 STAND_IN_UNIT = " ~"
 """What a stand-in reply is made of: no letter, digit or CJK character, so no extraction reads an answer in it."""
+
+STAND_IN_MARKS = "!#$%&*+-/<=>?@^|"
+"""Sixteen symbols that spell a stand-in's call key at its start (no letter, digit or CJK character either): two
+calls asked differently get different stand-ins, so the turns after them differ as a run's would (without it, every
+dialogue of a task whose items share a model prompt would repeat the first one's calls)."""
 
 
 @dataclass
@@ -233,7 +239,7 @@ class PlannedModel(CachedModel):
         else:
             prompt, counted = self.prompt_size(kind, request)
             self.tally.estimated_calls += not counted
-            resp = self._stand_in(kind, request, prompt)
+            resp = self._stand_in(kind, request, prompt, key)
         self.tally.calls += 1
         self.tally.prompt_tokens += prompt
         self.tally.completion_ceiling += ceiling
@@ -246,7 +252,7 @@ class PlannedModel(CachedModel):
             self.tally.stored_completion += int(resp.completion_tokens or 0)
             self.tally.stored_generations += 1
 
-    def _stand_in(self, kind: str, request: Any, prompt_tokens: int) -> Any:
+    def _stand_in(self, kind: str, request: Any, prompt_tokens: int, key: str) -> Any:
         if kind != "generate":
             n = len(request.continuations)
             counts = tuple(self.backend.count_tokens(c) or 1 for c in request.continuations)
@@ -255,18 +261,21 @@ class PlannedModel(CachedModel):
                                          context_tokens=max(prompt_tokens - sum(counts), 0),
                                          tokens_evaluated=prompt_tokens)
         tokens = request.params.max_tokens
-        return GenerateResponse(text=self._stand_in_text(tokens), finish_reason="length", prompt_tokens=prompt_tokens,
-                                completion_tokens=tokens)
+        return GenerateResponse(text=self._stand_in_text(tokens, key), finish_reason="length",
+                                prompt_tokens=prompt_tokens, completion_tokens=tokens)
 
-    def _stand_in_text(self, tokens: int) -> str:
-        """A text of about `tokens` tokens as this backend counts them (its tokenizer, else the estimate)."""
-        key = (id(self.backend), tokens)
-        text = self.dry.stand_ins.get(key)
-        if text is None:
+    def _stand_in_text(self, tokens: int, key: str) -> str:
+        """A text of about `tokens` tokens as this backend counts them (its tokenizer, else the estimate), starting
+        with the call's key spelled in STAND_IN_MARKS."""
+        mark = "".join(STAND_IN_MARKS[int(c, 16)] for c in key[:12])
+        cached = (id(self.backend), tokens)
+        body = self.dry.stand_ins.get(cached)
+        if body is None:
             probe = STAND_IN_UNIT * 64
             per_unit = (self.backend.count_tokens(probe) or len(probe) / 4) / 64
-            text = self.dry.stand_ins[key] = STAND_IN_UNIT * max(1, round(tokens / per_unit))
-        return text
+            marked = self.backend.count_tokens(mark) or len(mark) / 4
+            body = self.dry.stand_ins[cached] = STAND_IN_UNIT * max(1, round((tokens - marked) / per_unit))
+        return mark + body
 
 
 def _note_score(plan: TaskPlan, task: Task, sample: Sample, prediction: Any) -> None:
@@ -336,7 +345,30 @@ async def plan_task(task: Task, backends: Mapping[str, Backend], store: RunStore
                 plan.failed[sid] = task_error(task.name, "solve", err)
     finally:
         task.close()
+    if store is not None:
+        _note_earlier_runs(plan, store, task.name, {role: s["identity"] for role, s in states.items()}, handles)
     return plan
+
+
+def _note_earlier_runs(plan: TaskPlan, store: RunStore, task: str, identities: Mapping[str, Any],
+                       handles: Mapping[str, PlannedModel]) -> None:
+    """Where no stored generation of a role was met, the generations of the store's other runs of the same task
+    and the same model in that role (other options or sizes) give the stored mean."""
+    wanting = [role for role, h in handles.items() if not h.tally.stored_generations and h.tally.calls]
+    if not wanting:
+        return
+    for key, config in store.run_configs().items():
+        if key == plan.run_key or config.get("task") != task:
+            continue
+        same = [role for role in wanting if (config.get("models") or {}).get(role) == identities[role]]
+        if not same:
+            continue
+        for record in store.get_samples(key).values():
+            for entry in record.get("trace", []):
+                if entry.get("kind") == "generate" and entry.get("role") in same:
+                    tally = handles[entry["role"]].tally
+                    tally.stored_completion += int(entry.get("completion_tokens") or 0)
+                    tally.stored_generations += 1
 
 
 def plan_tasks(jobs: Sequence[tuple[str, Task, Mapping[str, Backend], RunOptions]], store: RunStore | None,

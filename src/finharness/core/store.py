@@ -507,6 +507,15 @@ class RunStore:
         return None if row is None else _row_json(self.path, row[0], f"the run row {run_key}",
                                                   f"DELETE FROM runs WHERE run_key={_sql(run_key)}")
 
+    @_reported
+    def run_configs(self) -> dict[str, dict[str, Any]]:
+        """Every run's config by run key (get_run for all of them: which runs of a task and model a store holds)."""
+        with self._lock:
+            self._commit_queued()
+            rows = self._conn.execute("SELECT run_key, config FROM runs").fetchall()
+        return {key: _row_json(self.path, config, f"the run row {key}", f"DELETE FROM runs WHERE run_key={_sql(key)}")
+                for key, config in rows}
+
     # -- moving rows between stores (a Ray worker's store into the driver's) --------------------
     @_reported
     def export_rows(self, run_key: str) -> StoreRows:

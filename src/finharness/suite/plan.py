@@ -23,7 +23,7 @@ from ..core.backend import Backend
 from ..core.model import ESTIMATE_RULE, RunCounters, model_state
 from ..core.plan import DryRun, PlannedModel, RoleTally, TaskPlan, plan_tasks
 from ..core.runner import RunOptions
-from ..core.spending import Price, price_for
+from ..core.spending import Price, model_name, price_for
 from ..core.store import RunStore
 from ..core.task import Task
 from ..stats.power import (
@@ -263,7 +263,9 @@ def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
         cost = plan.cost(tally)
         for key in ((tally.role, tally.spec), ("total", "")):
             sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "prompt_tokens": 0, "completion_expected": 0,
-                                        "completion_ceiling": 0, "cost_expected": None, "cost_ceiling": None})
+                                        "completion_ceiling": 0, "cost_expected": None, "cost_ceiling": None,
+                                        "prompt_estimated": False})
+            sums["prompt_estimated"] |= tally.estimated_calls > 0
             for name in ("calls", "prompt_tokens", "completion_expected", "completion_ceiling"):
                 sums[name] += getattr(tally, name)
             sums["stored_calls"] += tally.stored_calls + tally.repeats
@@ -334,6 +336,13 @@ def print_plan(plan: Plan, file: Any = None) -> None:
     if not console.is_terminal:
         console.width = max(console.width, 160)
     several = len({c.model for c in plan.cells}) > 1
+    specs = sorted({t.spec for _, _, t in plan.tallies()} | {c.model for c in plan.cells})
+    short = {spec: model_name(spec) for spec in specs}
+    if len(set(short.values())) < len(specs):  # two specs of one model name (two servers): the specs themselves
+        short = {spec: spec for spec in specs}
+    if any(short[spec] != spec for spec in specs):
+        console.print("models: " + "; ".join(f"{short[spec]} = {spec}" for spec in specs if short[spec] != spec),
+                      soft_wrap=True)
     table = Table(title=f"dry run: {plan.title} — no model was called", box=box.SIMPLE_HEAD)
     for col in ("task", *(("model",) if several else ()), "role", "spec"):
         table.add_column(col, overflow="fold")
@@ -342,12 +351,12 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         table.add_column(col, justify="right")
 
     def add(head: tuple[str, ...], items: str, tally: RoleTally) -> None:
-        table.add_row(*head, tally.role, tally.spec, items, f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
+        table.add_row(*head, tally.role, short[tally.spec], items, f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
                       _prompt(tally), f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
                       _usd(plan.cost(tally)))
 
     for cell in plan.cells:
-        head = (cell.row, *((cell.model,) if several else ()))
+        head = (cell.row, *((short[cell.model],) if several else ()))
         if cell.plan is None:
             table.add_row(*head, "—", "—", "error", "", "", "", "")
             continue
@@ -367,7 +376,8 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         totals.add_column(col, overflow="fold")
     for (role, spec), sums in _totals(plan).items():
         cost = None if sums["cost_expected"] is None else (sums["cost_expected"], sums["cost_ceiling"])
-        totals.add_row(role, spec, f"{sums['calls']:,} ({sums['stored_calls']:,})", _tokens(sums["prompt_tokens"]),
+        totals.add_row(role, short.get(spec, spec), f"{sums['calls']:,} ({sums['stored_calls']:,})",
+                       ("~" if sums["prompt_estimated"] else "") + _tokens(sums["prompt_tokens"]),
                        f"{_tokens(sums['completion_expected'])} / {_tokens(sums['completion_ceiling'])}", _usd(cost))
     console.print(totals)
     power = Table(title=f"smallest difference between two models a paired test detects ({POWER:.0%} power, "
@@ -379,7 +389,7 @@ def print_plan(plan: Plan, file: Any = None) -> None:
             continue
         p = cell.power
         n = f"{p.n}" + (f" (effective {p.effective_n:.0f})" if abs(p.effective_n - p.n) > 0.5 else "")
-        power.add_row(cell.row, *((cell.model,) if several else ()), n, f"{p.sd:.3f}", _detectable(p), p.source)
+        power.add_row(cell.row, *((short[cell.model],) if several else ()), n, f"{p.sd:.3f}", _detectable(p), p.source)
     console.print(power)
     if plan.store is None:
         console.print("nothing is stored yet (no run store at the run's path)")
