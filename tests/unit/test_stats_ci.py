@@ -102,12 +102,24 @@ def test_unbounded_scores_use_t_and_say_so_at_n_one_and_when_all_equal():
 
 
 def test_counts_get_a_log_scale_interval_that_stays_positive():
-    tokens = [20.0, 10.0, 299.0]  # three dialogues: t would go below 0
+    tokens = [36.0, 142.0, 151.0]  # the three dialogues: t gave [-49.21, 268.54]
     e = mean_ci(tokens, counts=True)
     m, s2 = np.mean(tokens), np.var(tokens, ddof=1) / 3
+    assert m - stats.t.ppf(0.975, 2) * math.sqrt(s2) == pytest.approx(-49.21, abs=0.01)
     half = stats.t.ppf(0.975, 2) * math.sqrt(math.log1p(s2 / m ** 2))
     assert e.method == "log-t" and e.ci95 == pytest.approx((m * math.exp(-half), m * math.exp(half)))
-    assert 0 < e.ci95[0] < m < e.ci95[1] and m - stats.t.ppf(0.975, 2) * math.sqrt(s2) < 0
+    assert 0 < e.ci95[0] < m < e.ci95[1]
+
+
+def test_few_close_counts_take_at_least_a_poisson_spread():
+    rounds = [9.0, 9.0, 8.0]  # sample variance 1/3 is far below the mean's Poisson variance 26/9
+    e = mean_ci(rounds, counts=True)
+    m = np.mean(rounds)
+    half = stats.t.ppf(0.975, 2) * math.sqrt(math.log1p((m / 3) / m ** 2))
+    assert e.ci95 == pytest.approx((m * math.exp(-half), m * math.exp(half)))
+    many = mean_ci([9.0, 8.0] * 20, counts=True)  # from 30 counts on, their own variance
+    half = stats.t.ppf(0.975, 39) * math.sqrt(math.log1p(np.var([9.0, 8.0] * 20, ddof=1) / 40 / 8.5 ** 2))
+    assert many.ci95 == pytest.approx((8.5 * math.exp(-half), 8.5 * math.exp(half)))
 
 
 def test_equal_counts_keep_a_zero_width_interval_and_say_why():

@@ -9,8 +9,9 @@
   score does, so equal scores (no sample variance) fall back to n_eff = n: conservative, never
   zero-width. Equality is decided on the scores themselves, not on a variance that floating-point
   noise leaves at 1e-33.
-- Counts (tokens, rounds): the t interval of log(mean) (delta method), so it stays above 0. Equal counts
-  (every zero-shot dialogue has 1 round) keep a zero-width interval, with a warning that says why.
+- Counts (tokens, rounds): the t interval of log(mean) (delta method), so it stays above 0; below RELIABLE_N
+  counts the variance is floored at a Poisson count's. Equal counts (every zero-shot dialogue has 1 round)
+  keep a zero-width interval, with a warning that says why.
 - Anything else: Student's t.
 - Weighted means of bounded parts (CFinBench's 0.4/0.4/0.2, macro means over categories): the binomial
   interval on n_eff = 1 / Σ w_i² / n_eff_i (weights summing to 1), the variance of a stratified
@@ -211,7 +212,10 @@ def _count_estimate(x, confidence: float) -> Estimate:
     from scipy.special import stdtrit
 
     var_of_mean = float(x.var(ddof=1) / n)
-    half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(math.log1p(var_of_mean / mean ** 2))
+    # a few counts that happen to be close say little of the spread: below RELIABLE_N the variance is taken at
+    # least as a Poisson count's (mean / n)
+    spread = max(var_of_mean, mean / n) if n < RELIABLE_N else var_of_mean
+    half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * math.sqrt(math.log1p(spread / mean ** 2))
     return Estimate(mean, (mean * math.exp(-half), mean * math.exp(half)), n, var_of_mean, "log-t",
                     warning=small_n_warning(n, "log-t"))
 
