@@ -32,10 +32,10 @@ TEXTS = (" The euro", " The euro and the dollar", " A bond")
 
 # hf computes with the GGUF's weights dequantized to float32; llama.cpp with the quantized weights themselves,
 # and its matrix products quantize the activations to 8 bits. That moves a log-likelihood by a few hundredths
-# of a nat per token on Qwen2.5-0.5B Q4_K_M and by about a tenth on SmolLM2-135M Q4_1 (measured: SmolLM2 up to
-# 0.155 on one token and 0.77 over a 5-token continuation on this file's context; Qwen on FinKnow letters: see
-# QWEN_LETTER_TOLERANCE_NATS). A wrong token, BOS or position shifts a sum by whole nats.
-SMOL_TOLERANCE_NATS_PER_TOKEN = 0.2
+# of a nat per token on Qwen2.5-0.5B Q4_K_M and by up to a quarter on SmolLM2-135M Q4_1 (measured on this file's
+# context: SmolLM2 0.12-0.16 on the option letters, 0.51 on the 2-token ' The euro', 0.77 over 5 tokens; Qwen on
+# FinKnow letters: see QWEN_LETTER_TOLERANCE_NATS). A wrong token, BOS or position shifts a sum by whole nats.
+SMOL_TOLERANCE_NATS_PER_TOKEN = 0.35
 
 
 def smol_gguf() -> Path:
@@ -394,7 +394,7 @@ def test_qwen_through_transformers_agrees_with_the_embedded_engine(shared_data):
     from finharness.benchmarks.bizbench.finknow import FinKnowTask, ll_context
 
     task = FinKnowTask()
-    samples = task.load(shared_data)[::188]  # 12 items over both sources
+    samples = task.load(shared_data)[::376]  # 6 items over both sources
     requests = [LoglikelihoodRequest(ll_context(s), task.continuations(s)) for s in samples]
     ours = from_spec(f"hf:{hf.folder_from_gguf(ensure_model('embedded'))}?threads=1")
     theirs = embedded.from_spec("embedded?n_ctx=2048&threads=1")
