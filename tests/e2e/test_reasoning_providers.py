@@ -44,7 +44,7 @@ def test_demo_on_a_hosted_reasoning_model_learns_its_form_and_says_the_run_is_no
     assert temperature["greedy_lost"] and temperature["calls"] == DEMO_ITEMS
     assert any("not greedy" in note for note in results["notes"])
     assert results["counts"]["reasoning_tokens"] == 40 * DEMO_ITEMS and results["counts"]["thinking_replies"] == 12
-    assert "reasoning tokens 480 of" in output, "the run summary shows them"
+    assert "reasoning tokens 480 of" in " ".join(output.split()), "the run summary shows them"
     assert all(line["tokens"]["reasoning"] == 40 and line["response"].startswith("答案：") for line in lines)
     # a rerun answers from the store: no call is made, and results.json still says what was sent
     assert again["counts"]["calls"] == 0 and again["adaptations"] == results["adaptations"]
@@ -71,7 +71,7 @@ def test_a_model_that_thinks_past_the_answers_budget_is_cut_while_thinking_and_c
     assert cut["counts"]["thinking_truncations"] == DEMO_ITEMS == cut["counts"]["truncated_samples"]
     assert cut["counts"]["unparseable"] == DEMO_ITEMS
     assert any("cut by the token limit while still thinking" in note for note in cut["notes"])
-    assert "cut while thinking 12" in output
+    assert "cut while thinking 12" in " ".join(output.split()), "the run summary (wrapped at the terminal's width)"
     assert budgeted["counts"]["thinking_truncations"] == 0 and budgeted["counts"]["unparseable"] == 0
     assert budgeted["adaptations"][0]["sent"] == f"max_tokens={DEMO_MAX_TOKENS + 200}"
     assert budgeted["config"]["models"]["model"]["request_form"] == {"thinking_budget": 200}, "in the run key"
