@@ -7,25 +7,16 @@ COMMANDS); heavy imports happen inside the commands.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ...cli_common import fail
+from ...cli_common import fail, resolve_data_dir
 
 fintradebench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                                 help="FinTradeBench: scale questions, compare No-RAG vs RAG runs, judge agreement, "
                                      "fundamentals vs the official values.")
-
-
-def _root(data_dir: Optional[Path]) -> Path:
-    if data_dir is not None:
-        return data_dir
-    if os.environ.get("FINHARNESS_DATA_DIR"):
-        return Path(os.environ["FINHARNESS_DATA_DIR"])
-    fail("no data directory: pass --data-dir ROOT (holding fintradebench/) or set FINHARNESS_DATA_DIR")
 
 
 @fintradebench_app.command("scale")
@@ -43,7 +34,7 @@ def scale_command(
     from .questions import SEED_FILE, read_questions
     from .scaling import scale_questions, write_variants
 
-    root = _root(data_dir)
+    root = resolve_data_dir(data_dir)
     try:
         seeds = read_questions(questions or root / SEED_FILE, MarketData(root).tickers_with_prices())
         variants, report = scale_questions(seeds, root, n, seed)
@@ -111,7 +102,7 @@ def fundamentals_command(
     if debt not in DEBT_DEFINITIONS:
         fail(f"--debt must be one of {', '.join(DEBT_DEFINITIONS)}, not {debt!r}")
     try:
-        rows = agreement_table(_root(data_dir), tickers.split(",") if tickers else None,
+        rows = agreement_table(resolve_data_dir(data_dir), tickers.split(",") if tickers else None,
                                alignment=alignment,  # type: ignore[arg-type]
                                config=FundamentalsConfig(debt=debt))  # type: ignore[arg-type]
     except DataError as err:
