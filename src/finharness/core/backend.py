@@ -118,12 +118,12 @@ class BaseBackend:
         return {"spec": self.spec}
 
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
-        raise BackendError(f"backend {self.spec!r} cannot generate")
+        raise BackendError(f"backend {self.spec!r} cannot generate", kind="unsupported")
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         raise BackendError(
             f"backend {self.spec!r} cannot compute log-likelihoods; use a local model "
-            "(embedded, llamacpp:PATH) or a generation method")
+            "(embedded, llamacpp:PATH) or a generation method", kind="unsupported")
 
     def count_tokens(self, text: str) -> int | None:
         return None

@@ -225,7 +225,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
                     raise TaskError(f"{task.name}.solve returned what cannot be stored: {problem}")
             except CallFailed as err:
                 results[sid] = failed_record(trace, f"{err.kind}: {err}", transient=err.transient)
-            except StoreError:  # the store, not the task: the run stops with what to do about it
+            except DataError:  # the store, or data the task needs (its prompt files): the run stops with what to do
                 raise
             except Exception as err:  # a task's bug fails its sample, not the run; the traceback is kept
                 results[sid] = failed_record(trace, task_error(task.name, "solve", err), transient=False,

@@ -18,8 +18,8 @@ def read_text(path: str | Path) -> str:
     """UTF-8 text (a BOM is accepted); anything else is a DataError naming the file and line."""
     path = Path(path)
     if not path.exists():
-        raise DataError("file not found", path=path,
-                        hint="check --data-dir / FINHARNESS_DATA_DIR, or `finharness data pull`")
+        raise DataError("file not found", path=path, hint="check --data-dir / FINHARNESS_DATA_DIR (`finharness data "
+                        "list --data-dir ROOT` shows what a data root holds)")
     if path.is_dir():
         raise DataError("is a folder, not a file", path=path, hint="give the file inside it")
     raw = path.read_bytes()

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from finharness.data.errors import DataError
+from finharness.data.hints import pull_hint
 from finharness.data.io import atomic_write_text
 
 FILINGS_FOLDER = Path("fintradebench") / "SEC_Filings"
@@ -108,7 +109,8 @@ def filings_dir(data_dir: str | Path) -> Path:
     folder = Path(data_dir) / FILINGS_FOLDER
     if not folder.is_dir():
         raise DataError("SEC filings folder not found", path=folder,
-                        hint="pass --data-dir DIR holding fintradebench/SEC_Filings/<TICKER>/*.htm")
+                        hint=f"{pull_hint(folder)}, or pass --data-dir DIR holding "
+                        "fintradebench/SEC_Filings/<TICKER>/*.htm")
     return folder
 
 

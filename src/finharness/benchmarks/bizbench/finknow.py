@@ -40,6 +40,7 @@ from ...core.metrics import grouped, mean_metrics
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import read_csv_rows, read_json
 from ...data.registry import resolve_data_dir
 from ...extract.choices import UNPARSEABLE, extract_choice
@@ -121,6 +122,8 @@ def parse_fineval_text(text: str) -> tuple[str, list[str]] | None:
 def load_fineval(root: Path) -> tuple[list[Sample], int]:
     """FinEval CFA-Easy items, and how many disagree between `answer` and `gold`."""
     path = root / FINEVAL_FILE
+    if not path.is_file():
+        raise DataError("file not found", path=path, hint=pull_hint(path))
     rows = read_json(path)
     if not isinstance(rows, list):
         raise DataError("expected a JSON list of {query, answer, text, choices, gold}", path=path)
@@ -147,7 +150,8 @@ def load_ideafinbench(root: Path, split: str) -> list[Sample]:
     files = sorted(folder.glob(f"*_{split}.csv"))
     if not files:
         raise DataError(f"no *_{split}.csv files", path=folder,
-                        hint="expected DATA_DIR/cfa_cpa/IDEAFinBench/cfa_l1/{dev,val}/SUBJECT_SPLIT.csv")
+                        hint=f"{pull_hint(folder)}; expected DATA_DIR/cfa_cpa/IDEAFinBench/cfa_l1/{{dev,val}}/"
+                        "SUBJECT_SPLIT.csv")
     samples = []
     for path in files:
         subject = path.name[: -len(f"_{split}.csv")]

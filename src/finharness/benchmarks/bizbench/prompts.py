@@ -39,6 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ...core.hashing import content_key
 from ...core.types import Message, to_jsonable
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import read_text
 
 LETTERS = "ABCD"
@@ -188,7 +189,9 @@ def prompts_dir(data_dir: Path | None, override: str | Path | None = None) -> Pa
     else:
         raise DataError("no data directory given for the BizBench prompt files", hint=PROMPTS_HINT)
     if not folder.is_dir():
-        raise DataError("prompt folder not found", path=folder, hint=PROMPTS_HINT)
+        pull = pull_hint(folder) if not override else None
+        raise DataError("prompt folder not found", path=folder, hint=f"{pull}, or pass -o prompts=DIR" if pull
+                        else PROMPTS_HINT)
     return folder
 
 

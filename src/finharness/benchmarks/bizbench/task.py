@@ -55,6 +55,7 @@ from ...core.options import OptionInfo, check_choice, describe_options, parse_ta
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.registry import resolve_data_dir
 from ...extract.code import CodeExtraction
 from .data import BizBenchItem, read_items_jsonl, write_items_jsonl
@@ -429,8 +430,8 @@ def secnum_cache(filings: Path) -> Path:
 
     if not filings.is_dir():
         raise DataError("SEC filings folder not found", path=filings,
-                        hint="expected DATA_DIR/fintradebench/SEC_Filings/TICKER/*.htm, or pass -o items=FILE "
-                             "(built by `finharness data build secnum`)")
+                        hint=f"{pull_hint(filings)} (DATA_DIR/fintradebench/SEC_Filings/TICKER/*.htm), or pass "
+                             "-o items=FILE (built by `finharness data build secnum`)")
     path = cache_dir() / "bizbench" / f"secnum-{_fingerprint(filings)}.jsonl"
     if not path.exists():
         build = build_secnum_detailed(filings)

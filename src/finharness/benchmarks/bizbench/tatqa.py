@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import read_json
 from ...extract.numbers import parse_number, within_relative
 from .data import BizBenchItem, format_answer
@@ -446,7 +447,8 @@ def tatqa_file(data_dir: str | Path, split: str) -> Path:
         if candidate.exists():
             return candidate
     raise DataError(f"TAT-QA {split} file {SPLIT_FILES[split]} not found", path=root,
-                    hint="point --data-dir at TAT-QA's dataset_raw folder (NExTplusplus/TAT-QA)")
+                    hint=f"{pull_hint(root / 'tatqa' / 'dataset_raw' / SPLIT_FILES[split])}, or point --data-dir at a "
+                    "data root holding tatqa/dataset_raw/ (and bizbench/prompts/)")
 
 
 def load_documents(path: str | Path) -> list[dict[str, Any]]:

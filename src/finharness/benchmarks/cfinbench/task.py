@@ -46,6 +46,7 @@ from ...core.options import parse_task_options
 from ...core.task import Aggregate, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import iter_jsonl
 from ...data.registry import cache_dir, resolve_data_dir
 from ...extract.choices import UNPARSEABLE, parse_options
@@ -104,8 +105,7 @@ def cpa_standin(root: Path) -> Path:
     files = sorted(p for name in SOURCES for p in (source / name).rglob("*") if p.is_file())
     if not files:
         raise DataError("no IDEAFinBench CPA exams (cpa_one/, cpa_multi/) for the CFinBench stand-in", path=source,
-                        hint="`finharness data pull ideafinbench` puts them there (or pass --data-dir ROOT holding "
-                             "cfa_cpa/IDEAFinBench/)")
+                        hint=f"{pull_hint(source)}, or pass --data-dir ROOT holding cfa_cpa/IDEAFinBench/")
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")

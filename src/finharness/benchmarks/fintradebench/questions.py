@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import csv_dict_reader
 from .indicators import split_indicators
 
@@ -274,8 +275,10 @@ def read_questions(path: Path | str, known_tickers: Iterable[str] = ()) -> list[
     """Every question of a seed or scaled CSV, resolved; DataError names the file and line of a bad row."""
     path = Path(path)
     if not path.is_file():
+        pull = pull_hint(path)
         raise DataError("question file not found", path=path,
-                        hint=f"pass --data-dir ROOT holding {SEED_FILE}, or -o questions=FILE.csv")
+                        hint=(f"{pull}, or " if pull else "") + f"pass --data-dir ROOT holding {SEED_FILE}, or "
+                        "-o questions=FILE.csv")
     reader = csv_dict_reader(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

@@ -16,12 +16,12 @@ from typing import Any, Mapping, Sequence
 
 from ...backends.spec_options import model_name
 from ...data.errors import DataError
+from ...data.hints import pull_hint
 from ...data.io import iter_jsonl, read_json
 from ...data.registry import resolve_data_dir
 
 BENCH_FILE = "UCFE_bench.json"
-DATA_HINT = ("pass --data-dir pointing at a data root that holds ucfe/UCFE_bench.json (or at the ucfe folder "
-             "itself), or run `finharness data pull ucfe`")
+DATA_HINT = "or pass --data-dir pointing at a data root that holds ucfe/UCFE_bench.json (or at the ucfe folder itself)"
 ZERO_SHOT_PREFIX = "0_"
 """Task keys of the single-turn tasks start with this (run_ckpt.py: `task_name.startswith("0_")`)."""
 
@@ -72,7 +72,8 @@ def resolve_bench_file(data_dir: Path | None) -> Path:
     for candidate in (Path(data_dir) / "ucfe" / BENCH_FILE, Path(data_dir) / BENCH_FILE):
         if candidate.is_file():
             return candidate
-    raise DataError("UCFE_bench.json not found", path=Path(data_dir) / "ucfe" / BENCH_FILE, hint=DATA_HINT)
+    path = Path(data_dir) / "ucfe" / BENCH_FILE
+    raise DataError("UCFE_bench.json not found", path=path, hint=f"{pull_hint(path)}, {DATA_HINT}")
 
 
 def _task_lists(raw: Any, path: Path) -> Mapping[str, list]:
