@@ -156,6 +156,9 @@ def run(
                                              "test instead of each task's (in the run key)."),
     system: Optional[str] = typer.Option(None, help="System message of the model under test instead of the task's "
                                          "(in the run key)."),
+    thinking_budget: Optional[int] = typer.Option(None, "--thinking-budget", min=1, help="Thinking tokens a model "
+                                                  "that thinks may spend on top of each answer's budget, instead "
+                                                  "of the task's (in the run key)."),
     draws: int = typer.Option(1, min=1, help="Answers per item (sampled: with --temperature > 0): metrics get the "
                               "item-clustered interval and the share of variance from sampling."),
     sandbox: Optional[str] = SANDBOX_OPTION,
@@ -232,7 +235,7 @@ def run(
 
     run_options = RunOptions(data_dir=resolved_data_dir, limit=limit, subset=subset, concurrency=concurrency,
                              seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions,
-                             generation=GenerationOverrides(temperature, max_tokens, system, seed), draws=draws,
+                             generation=GenerationOverrides(temperature, max_tokens, system, seed, thinking_budget), draws=draws,
                              spending=spending)
     if dry_run:
         from .suite.plan import plan_run
@@ -847,7 +850,7 @@ def demo(model: str = typer.Option("embedded", "--model", "-m"),
     run(task=["demo"], model=model, judge=None, user_model=None, limit=None, subset=None, data_dir=None, out=out, store=None,
         concurrency=None, seed=0, split=None, shots=None, method=None, extract=None, mode=None, truncate="error",
         max_prompt_tokens=None, option=[], quiet=False, executor="local", address=None, shards=None,
-        temperature=None, max_tokens=None, system=None, draws=1, sandbox=None, price=[], max_cost=None,
+        temperature=None, max_tokens=None, system=None, thinking_budget=None, draws=1, sandbox=None, price=[], max_cost=None,
         budget_tokens=None, no_pull=False, dry_run=False, as_json=False)
 
 

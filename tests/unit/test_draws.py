@@ -90,13 +90,14 @@ def test_another_draw_is_another_seed_and_the_same_draw_repeats():
 def test_generation_controls_change_the_requests_and_the_run_key(tmp_path: Path):
     fake = FakeBackend()
     plain = run(tmp_path, FakeBackend(), "a.sqlite")
-    changed = run(tmp_path, fake, "b.sqlite",
-                  generation=GenerationOverrides(temperature=0.3, max_tokens=7, system="Be brief.", seed=9))
+    changed = run(tmp_path, fake, "b.sqlite", generation=GenerationOverrides(
+        temperature=0.3, max_tokens=7, system="Be brief.", seed=9, thinking_tokens=300))
     assert changed.results["run_key"] != plain.results["run_key"]
     assert changed.results["config"]["generation"] == {"temperature": 0.3, "max_tokens": 7, "system": "Be brief.",
-                                                       "seed": 9}
+                                                       "seed": 9, "thinking_tokens": 300}
     sent = fake.requests[0]
     assert sent.params.temperature == 0.3 and sent.params.max_tokens == 7 and sent.params.seed == 9
+    assert sent.params.thinking_tokens == 300
     assert sent.messages[0] == Message("system", "Be brief.")
 
 
@@ -105,10 +106,11 @@ def test_the_command_line_takes_the_controls_and_draws(tmp_path: Path):
 
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", "demo", "--model", "fake", "--temperature", "0.7", "--draws", "2",
-                                      "--max-tokens", "16", "--out", str(out), "-q"])
+                                      "--max-tokens", "16", "--thinking-budget", "64", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["config"]["draws"] == 2 and results["config"]["generation"]["max_tokens"] == 16
+    assert results["config"]["generation"]["thinking_tokens"] == 64
     assert "over 2 draws per item" in result.output and "pass@2" in result.output
 
 

@@ -26,6 +26,7 @@ from .retry import RetryPolicy, error_kind
 from .spending import BUDGET_KIND, Spending
 from .store import RunStore
 from .types import (
+    OMITTED_AT_DEFAULT,
     GenerateParams,
     GenerateRequest,
     GenerateResponse,
@@ -216,9 +217,13 @@ class GenerationOverrides:
     seed: int | None = None
     """The sampling seed of a generation whose task names none (the run's --seed: a sampled run repeats)."""
 
+    thinking_tokens: int | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """The thinking budget instead of the task's (--thinking-budget): tokens a model that thinks may spend before
+    its answer, on top of the answer's budget; a spec's thinking_budget still overrides it."""
+
     @property
     def active(self) -> bool:
-        return any(v is not None for v in (self.temperature, self.max_tokens, self.system))
+        return any(v is not None for v in (self.temperature, self.max_tokens, self.system, self.thinking_tokens))
 
     def apply(self, request: GenerateRequest) -> GenerateRequest:
         params = request.params
@@ -226,6 +231,8 @@ class GenerationOverrides:
             params = replace(params, temperature=self.temperature)
         if self.max_tokens is not None:
             params = replace(params, max_tokens=self.max_tokens)
+        if self.thinking_tokens is not None:
+            params = replace(params, thinking_tokens=self.thinking_tokens)
         if params.temperature > 0 and params.seed is None and self.seed is not None:
             params = replace(params, seed=self.seed)
         messages = request.messages
