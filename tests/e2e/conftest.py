@@ -20,6 +20,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(summary)
 
 
+@pytest.fixture(autouse=True)
+def stand_in_environment(request, monkeypatch):
+    """The stand-ins' environment (StandIns.env) for each test that uses them, and only for it."""
+    if {"stand_ins", "pages"} & set(request.fixturenames):
+        started = request.getfixturevalue("stand_ins")
+        for var in started.unset:
+            monkeypatch.delenv(var, raising=False)
+        for var, value in started.env.items():
+            monkeypatch.setenv(var, value)
+    yield
+
+
 @pytest.fixture(scope="session")
 def stand_ins(tmp_path_factory) -> Iterator:
     """The local stand-ins of every outside service and the environment commands run in (tests/e2e/stand_ins.py),

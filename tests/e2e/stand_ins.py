@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-import pytest
 from typer.testing import CliRunner
 
 from finharness.cli import app
@@ -89,6 +88,11 @@ class StandIns:
     reasoning: str
     completions: str
     judge_script: Path
+    env: Mapping[str, str]
+    """The environment every command runs in: set for each test that uses the stand-ins (tests/e2e/conftest.py),
+    never for the session, so the tests that run after these see the machine's own."""
+    unset: tuple[str, ...]
+    """Variables removed for those tests (proxies, keys, offline switches)."""
 
 
 def shared_view(root: Path) -> Path:
@@ -128,22 +132,18 @@ def private_cache(folder: Path) -> Path:
 @contextlib.contextmanager
 def running(tmp: Path) -> Iterator[StandIns]:
     """Every stand-in started, and the environment every command runs in, for the block (`tmp`: their files)."""
-    with contextlib.ExitStack() as stack, pytest.MonkeyPatch.context() as env:
-        for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "HF_TOKEN",
-                    "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HOME", "FINHARNESS_NO_PULL", "FINHARNESS_STORE",
-                    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "XDG_CACHE_HOME"):
-            env.delenv(var, raising=False)
-        env.setenv("NO_PROXY", "127.0.0.1,localhost")
-        env.setenv("FINHARNESS_CACHE", str(private_cache(tmp / "cache")))
-        env.setenv("HF_HUB_CACHE", str(tmp / "hf"))
-        env.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        env.setenv("COLUMNS", "160")
+    with contextlib.ExitStack() as stack:
+        unset = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "HF_TOKEN",
+                 "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HOME", "FINHARNESS_NO_PULL", "FINHARNESS_STORE",
+                 "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "XDG_CACHE_HOME")
+        env = {"NO_PROXY": "127.0.0.1,localhost", "FINHARNESS_CACHE": str(private_cache(tmp / "cache")),
+               "HF_HUB_CACHE": str(tmp / "hf"), "HF_HUB_DISABLE_PROGRESS_BARS": "1", "COLUMNS": "160"}
         hub = stack.enter_context(hub_server())
         hub.commit("kensho/bizbench", PINNED_FILES, sha=PIN, ref=None)
-        env.setenv("HF_ENDPOINT", hub.url)
+        env["HF_ENDPOINT"] = hub.url
         raw = stack.enter_context(raw_server())
         raw.router = raw_mirror_router(SHARED)
-        env.setenv("FINHARNESS_GITHUB_RAW", raw.url)
+        env["FINHARNESS_GITHUB_RAW"] = raw.url
         openai = stack.enter_context(fault_server(responder=server_answer))
         reasoning = stack.enter_context(provider_server("openai-reasoning", think=8))
         completions = stack.enter_context(completions_server(ToyModel()))
@@ -151,7 +151,7 @@ def running(tmp: Path) -> Iterator[StandIns]:
         judge_script.write_text(json.dumps({"match": "", "reply": JUDGE_VERDICT}) + "\n", encoding="utf-8")
         (tmp / "suites").mkdir()
         yield StandIns(tmp=tmp, openai=openai.base_url, reasoning=reasoning.base_url,
-                       completions=completions.base_url, judge_script=judge_script)
+                       completions=completions.base_url, judge_script=judge_script, env=env, unset=unset)
 
 
 def invoke(argv: list[str], cwd: Path) -> tuple[int, str, str, str | None]:
