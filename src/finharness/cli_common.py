@@ -129,6 +129,8 @@ class LiveProgress:
         self.enabled = enabled
         self.started = time.perf_counter()
         self.last_line: dict[str, float] = {}
+        self.row_clocks: dict[str, tuple[float, int, int]] = {}
+        """Per row: (when its clock started, its samples done and completion tokens then)."""
         self.progress = None
         self.task_id = None
         self.rows: dict[str, Any] = {}
@@ -232,19 +234,39 @@ class LiveProgress:
 
         return update
 
+    ROW_ACTIVITY = ("calls", "cache_hits", "failures", "samples_done")
+    """Counters whose first change says a row's work has begun: its clock starts then."""
+
+    def _row_clock(self, label: str, c: Any, now: float) -> tuple[float, int, int] | None:
+        """(start, samples done, completion tokens) when the row's clock started; None before its work began.
+        The whole run's own row starts with the run; a pooled task's row when its first call returns, so that a
+        task that waited behind others is timed from its own start, not the run's."""
+        clock = self.row_clocks.get(label)
+        if clock is None:
+            if label == self.label:
+                clock = (self.started, 0, 0)
+            elif any(getattr(c, name, 0) for name in self.ROW_ACTIVITY):
+                clock = (now, c.samples_done, c.completion_tokens)
+            else:
+                return None
+            self.row_clocks[label] = clock
+        return clock
+
     def _show(self, row_id: Any, label: str, c: Any) -> None:
         if not self.enabled:
             return
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        stats = (f"{c.completion_tokens / elapsed:.1f} tok/s  cache {c.cache_hits}  "
-                 f"retries {c.retries}  failures {c.failures}")
+        now = time.perf_counter()
+        clock = self._row_clock(label, c, now)
+        elapsed = now - clock[0] if clock else 0.0
+        speed = f"{(c.completion_tokens - clock[2]) / elapsed:.1f} tok/s" if clock and elapsed > 0 else "— tok/s"
+        stats = f"{speed}  cache {c.cache_hits}  retries {c.retries}  failures {c.failures}"
         if self.progress is not None:
             self.progress.update(row_id, total=c.samples_total, completed=c.samples_done, stats=stats)
             return
-        now = time.perf_counter()
         if c.samples_done == c.samples_total or now - self.last_line.get(label, 0.0) > 5:
             self.last_line[label] = now
-            rate = c.samples_done / elapsed
-            eta = (c.samples_total - c.samples_done) / rate if rate > 0 else float("nan")
-            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta:.0f}s  {stats}",
+            done_since = c.samples_done - clock[1] if clock else 0
+            eta = (f"{(c.samples_total - c.samples_done) * elapsed / done_since:.0f}s" if done_since > 0
+                   else "0s" if c.samples_done == c.samples_total else "?")
+            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta}  {stats}",
                                highlight=False)

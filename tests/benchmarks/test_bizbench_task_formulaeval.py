@@ -9,10 +9,12 @@ from collections import Counter
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.bizbench.formulaeval.formulas import FORMULAS, formula
 from finharness.benchmarks.bizbench.formulaeval.task import FormulaEvalTask
-from finharness.core.task import Models, SampleRecord
-from finharness.core.types import GenerateResponse
+from finharness.core.task import SampleRecord
+
+from ..fakes import fake_backend, fake_models
 
 FAST_SUBSET = ("internal_rate_of_return", "present_value_of_annuity", "BalanceSheet.debt_to_equity",
                "IncomeStatement.ebitda", "CashFlowStatement.free_cash_flow_margin")
@@ -145,19 +147,12 @@ def test_official_needs_one_block_robust_takes_an_unclosed_one(task):
     assert score.extracted["robust_rule"] == "fenced_unclosed"
 
 
-def test_solve_sends_the_stub_and_runs_while_solving(task):
+def test_solve_sends_the_stub_and_runs_while_solving(task, tmp_path):
     sample = sample_of(task, "simple_interest")
-    sent = []
-
-    class Model:
-        role, spec, capabilities = "model", "fake", None
-
-        async def chat(self, messages, params=None, sample_index=0):
-            sent.append(messages)
-            return GenerateResponse(text=task.gold_prediction(sample), finish_reason="stop")
-
-    reply = asyncio.run(task.solve(sample, Models({"model": Model()})))
-    assert sent[0][-1].content.count("def simple_interest(") == 1 and sent[0][0].role == "system"
+    models = fake_models(tmp_path, model=FakeBackend(reply=task.gold_prediction(sample)))
+    reply = asyncio.run(task.solve(sample, models))
+    (sent,) = fake_backend(models).requests
+    assert sent.messages[-1].content.count("def simple_interest(") == 1 and sent.messages[0].role == "system"
     executions = task.runner.executions
     assert task.score(sample, reply).value == 1.0 and task.runner.executions == executions
 

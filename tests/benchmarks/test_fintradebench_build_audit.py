@@ -10,12 +10,13 @@ import re
 import pandas as pd
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.construction.audit import AuditScope, Knowledge, audit_answer, extract_claims
 from finharness.benchmarks.fintradebench.ideal import MarketData
-from finharness.core.types import GenerateResponse
 from finharness.markets.fundamentals import TickerFundamentals
 from finharness.markets.prices import load_prices
 from finharness.markets.signals import compute_signals
+from tests.fakes import fake_models
 
 AS_OF = dt.date(2025, 9, 30)
 WINDOW = dt.date(2025, 7, 1)
@@ -129,27 +130,21 @@ def test_the_context_value_shown_to_the_model_is_accepted(knowledge, shared_data
     assert claim.status == "SUPPORTED" and "median" in claim.detail
 
 
-class MappingAuditor:
-    """An LLM auditor stand-in: maps every claim it is shown to one metric, records what it saw."""
-
-    spec = "fake-auditor"
-
-    def __init__(self, metric):
-        self.metric, self.prompts = metric, []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.prompts.append(messages[-1].content)
-        return GenerateResponse(json.dumps({"metric": self.metric}), "stop")
+def mapping_auditor(folder, metric):
+    """The shared fake (tests/fakes.py) as an LLM auditor that maps every claim it is shown to `metric`."""
+    reply = json.dumps({"metric": metric})
+    return fake_models(folder, auditor=FakeBackend(name=f"auditor-{metric}", reply=reply))["auditor"]
 
 
-def test_llm_auditor_maps_only_what_the_checker_cannot(knowledge, truth):
-    auditor = MappingAuditor("RSI")
+def test_llm_auditor_maps_only_what_the_checker_cannot(knowledge, truth, tmp_path):
+    auditor = mapping_auditor(tmp_path / "rsi", "RSI")
     text = f"The momentum oscillator reads {truth['rsi']:.2f}. The MACD is {truth['macd']:.2f}."
     result = audit(text, knowledge, auditor=auditor)
     assert [(c.metric, c.method, c.status) for c in result.claims] == [
         ("RSI", "llm", "SUPPORTED"), ("MACD", "deterministic", "SUPPORTED")]
-    assert len(auditor.prompts) == 1 and "oscillator" in auditor.prompts[0]
-    unknown = audit("Revenue grew 6.5%.", knowledge, auditor=MappingAuditor("Revenue"))
+    (sent,) = auditor.backend.requests
+    assert "oscillator" in sent.messages[-1].content
+    unknown = audit("Revenue grew 6.5%.", knowledge, auditor=mapping_auditor(tmp_path / "revenue", "Revenue"))
     assert [(c.method, c.status) for c in unknown.claims] == [("llm", "NOT_FOUND")]
 
 

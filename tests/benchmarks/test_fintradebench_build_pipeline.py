@@ -34,10 +34,10 @@ from finharness.benchmarks.fintradebench.prompts import parse_label
 from finharness.benchmarks.fintradebench.questions import SEED_FILE, read_questions
 from finharness.cli import app
 from finharness.core.store import RunStore
-from finharness.core.types import GenerateResponse
 from finharness.data.errors import DataError
 from finharness.judges.soft import TOP_LOGPROBS as EXPECTED_TOP_LOGPROBS
 from tests.benchmarks.test_fintradebench_expected_scores import _spell
+from tests.fakes import fake_models
 
 VERDICT = {"evaluations": [{"indicator_analysis": {"found_indicators": ["RSI"], "total_golden_indicators": 3,
                                                    "indicators_found_count": 1},
@@ -173,30 +173,25 @@ def test_self_selection_only_sees_the_models_own_candidates(build):
     assert seen[alpha] == seen[beta] == 5
 
 
-def test_self_select_refuses_foreign_candidates():
-    class Handle:
-        spec = "model-a"
+_stores = iter(range(10**6))
 
-        async def chat(self, *args, **kwargs):
-            raise AssertionError("no call expected")
 
+def picker(tmp_path, reply: str):
+    """The shared fake (tests/fakes.py) as the candidates' own model, spec 'model-a', answering `reply`."""
+    return fake_models(tmp_path / f"fakes-{next(_stores)}", model=FakeBackend("model-a", reply=reply))["model"]
+
+
+def prompts(handle) -> list[str]:
+    return [request.messages[-1].content for request in handle.backend.requests]
+
+
+def test_self_select_refuses_foreign_candidates(tmp_path):
     mine = CandidateAnswer("F1", "model-a", "L2", 0, "a", ())
     foreign = CandidateAnswer("F1", "model-b", "L3", 1, "b", ())
+    handle = picker(tmp_path, "Candidate 1")
     with pytest.raises(ValueError, match="model-b"):
-        asyncio.run(self_select(Handle(), "question?", [mine, foreign]))
-
-
-class Picker:
-    """A selection handle: answers `reply`, records the prompt."""
-
-    spec = "model-a"
-
-    def __init__(self, reply: str):
-        self.reply, self.prompts = reply, []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.prompts.append(messages[-1].content)
-        return GenerateResponse(self.reply, "stop")
+        asyncio.run(self_select(handle, "question?", [mine, foreign]))
+    assert not handle.backend.requests, "refused before any call"
 
 
 def own_candidates(qid: str = "F1") -> list[CandidateAnswer]:
@@ -204,23 +199,23 @@ def own_candidates(qid: str = "F1") -> list[CandidateAnswer]:
             for i, level in enumerate(("L0", "L3", "L5", "L6"))]
 
 
-def test_neutral_selection_shows_shuffled_labels_and_no_example():
+def test_neutral_selection_shows_shuffled_labels_and_no_example(tmp_path):
     candidates = own_candidates()
     order = neutral_order(candidates, seed=0)
     assert sorted(order) == [0, 1, 2, 3] and order == neutral_order(candidates, seed=0)
     assert any(neutral_order(own_candidates(q), seed=s) != [0, 1, 2, 3] for q in ("F1", "T2") for s in (0, 1))
-    picker = Picker("Candidate 2")
-    chosen = asyncio.run(self_select(picker, "question?", candidates, seed=0, style="neutral"))
-    prompt = picker.prompts[0]
+    handle = picker(tmp_path, "Candidate 2")
+    chosen = asyncio.run(self_select(handle, "question?", candidates, seed=0, style="neutral"))
+    prompt = prompts(handle)[0]
     assert "e.g." not in prompt and "TELER_" not in prompt and "L3_Step_By_Step" not in prompt
     assert "one of: Candidate 1, Candidate 2, Candidate 3, Candidate 4." in prompt
     shown = [candidates[i].level for i in order]
     assert prompt.index(f"answer at {shown[0]}") < prompt.index(f"answer at {shown[1]}")
     assert (chosen.level, chosen.rule, chosen.style, chosen.shown) == (shown[1], "exact", "neutral", tuple(shown))
-    official = asyncio.run(self_select(Picker("TELER_L3_Step_By_Step"), "question?", candidates))
+    official = asyncio.run(self_select(picker(tmp_path, "TELER_L3_Step_By_Step"), "question?", candidates))
     assert (official.level, official.style, official.shown) == ("L3", "official", ("L0", "L3", "L5", "L6"))
     with pytest.raises(ValueError, match="unknown selection style"):
-        asyncio.run(self_select(Picker("1"), "question?", candidates, style="blind"))
+        asyncio.run(self_select(picker(tmp_path, "1"), "question?", candidates, style="blind"))
 
 
 @pytest.mark.parametrize("reply, expected", [

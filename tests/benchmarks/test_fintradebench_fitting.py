@@ -8,12 +8,18 @@ import json
 
 from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.fitting import TRUNCATED, cut_text, fit_prompt
-from finharness.benchmarks.fintradebench.judge import JUDGE_PROMPT, fitted_judge_messages, judge_messages
+from finharness.benchmarks.fintradebench.judge import (
+    JUDGE_PARAMS,
+    JUDGE_PROMPT,
+    fitted_judge_messages,
+    judge_messages,
+)
 from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
 from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import Message
 
+from ..fakes import fake_models
 from .test_fintradebench_task import ANSWER, verdict
 
 
@@ -62,34 +68,33 @@ def test_a_prompt_whose_fixed_text_alone_is_too_long_comes_back_cut_to_the_bone(
     assert cuts == {"answer": [50, 0]} and messages[0].content == "F" * 10 + TRUNCATED  # the call then fails
 
 
-class _CharJudge:
-    """A judge handle whose window holds `chars` characters of prompt."""
-
-    def __init__(self, chars: int | None):
-        self.chars = chars
-
-    def fits(self, messages, max_tokens):
-        return None if self.chars is None else sum(len(m.content) for m in messages) <= self.chars
+def char_judge(tmp_path, chars: int | None):
+    """The shared fake (tests/fakes.py) as a judge whose window holds `chars` characters of judge prompt (None:
+    it cannot count, as a hosted API)."""
+    framing = 4 * len(judge_messages(**JUDGED))  # the handle's per-message allowance
+    backend = FakeBackend(name="judge", count_tokens=lambda text: None if chars is None else len(text),
+                          context_length=(chars or 0) + framing + JUDGE_PARAMS.max_tokens)
+    return fake_models(tmp_path, judge=backend)["judge"]
 
 
 JUDGED = dict(question="Is Apple profitable?", golden=["ROE", "ROA"], gold_answer="G" * 3000, answer="A" * 5000,
               model="m", mode="norag", trading_context="T" * 1000, fundamental_context="U" * 1000)
 
 
-def test_the_judge_prompt_is_the_release_s_exactly_when_it_fits():
+def test_the_judge_prompt_is_the_release_s_exactly_when_it_fits(tmp_path):
     official = judge_messages(**JUDGED)
     for chars in (None, 10**6):
-        messages, cuts = fitted_judge_messages(_CharJudge(chars), **JUDGED)
+        messages, cuts = fitted_judge_messages(char_judge(tmp_path, chars), **JUDGED)
         assert messages == official and cuts == {}
     assert official[1].content.count("A") >= 4000 and TRUNCATED in official[1].content  # the release's own cut
 
 
-def test_the_judge_prompt_loses_our_contexts_first_then_answer_and_gold_answer_equally():
+def test_the_judge_prompt_loses_our_contexts_first_then_answer_and_gold_answer_equally(tmp_path):
     official = sum(len(m.content) for m in judge_messages(**JUDGED))
-    messages, cuts = fitted_judge_messages(_CharJudge(official - 500), **JUDGED)
+    messages, cuts = fitted_judge_messages(char_judge(tmp_path, official - 500), **JUDGED)
     assert set(cuts) == {"trading_context", "fundamental_context"}  # the answers are whole
     assert cuts["trading_context"][1] == cuts["fundamental_context"][1] < 1000
-    messages, cuts = fitted_judge_messages(_CharJudge(official - 3000), **JUDGED)
+    messages, cuts = fitted_judge_messages(char_judge(tmp_path, official - 3000), **JUDGED)
     assert cuts["trading_context"][1] == cuts["fundamental_context"][1] == 0
     assert cuts["answer"][0] == 4000 and cuts["answer"][1] == cuts["gold_answer"][1] < 3000
     user = messages[1].content

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.judge import JUDGE_ATTEMPTS, judge_answer, judge_messages, parse_verdict
 from finharness.benchmarks.fintradebench.prompts import Candidate, parse_selection, render, selection_prompt
-from finharness.core.types import GenerateResponse
+
+from ..fakes import fake_models
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "fintradebench_prompts.json").read_text(encoding="utf-8"))
 
@@ -84,26 +86,21 @@ def test_verdict_missing_fields_and_invalid_json():
     assert not parse_verdict(json.dumps({"evaluations": []})).parsed
 
 
-class ScriptedJudge:
-    """Returns scripted replies in order and records the sample_index of each call."""
-
-    role, spec = "judge", "scripted"
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.indices = []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.indices.append(sample_index)
-        return GenerateResponse(self.replies.pop(0), "stop")
+def scripted_judge(folder, replies):
+    """The shared fake (tests/fakes.py) as a judge that answers `replies` in order."""
+    return fake_models(folder, judge=FakeBackend(name="judge", replies=replies))["judge"]
 
 
-def test_retry_as_new_cached_calls_then_unparseable():
-    judge = ScriptedJudge(["oops", '{"broken": ', json.dumps(VALID)])
+def sample_indices(judge):
+    return [request.sample_index for request in judge.backend.requests]
+
+
+def test_retry_as_new_cached_calls_then_unparseable(tmp_path):
+    judge = scripted_judge(tmp_path / "a", ["oops", '{"broken": ', json.dumps(VALID)])
     judgment = asyncio.run(judge_answer(judge, judge_messages(question="q", golden=["Return on Assets"],
                                                               gold_answer="g", answer="a", model="m", mode="rag")))
-    assert judgment.verdict.parsed and judgment.attempts == 3 and judge.indices == [0, 1, 2]
-    judge = ScriptedJudge(["x"] * 5)
+    assert judgment.verdict.parsed and judgment.attempts == 3 and sample_indices(judge) == [0, 1, 2]
+    judge = scripted_judge(tmp_path / "b", ["x"] * 5)
     judgment = asyncio.run(judge_answer(judge, ()))
     assert not judgment.verdict.parsed and judgment.attempts == JUDGE_ATTEMPTS == 3
 

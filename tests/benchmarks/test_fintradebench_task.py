@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.fintradebench.analysis import compare_modes, format_comparison, judge_agreement
 from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
-from finharness.core.task import Models, SampleRecord
-from finharness.core.types import GenerateResponse
+from finharness.core.model import CallFailed
+from finharness.core.task import SampleRecord
+
+from ..fakes import fake_backend, fake_models
 
 ANSWER = "Apple's ROE is high and the RSI of 70 signals strength; the P/E is elevated."
 
@@ -26,43 +29,36 @@ def verdict(correctness=4):
         "overall_quality": {"correctness_score": correctness, "reasoning_score": 5}}]})
 
 
-class FakeHandle:
-    """A ModelHandle stand-in: answers, picks a prompt id when asked to select, records prompts."""
+def answers(choice="TELER_L2_Strict_Focus", label="Candidate 2"):
+    """What the fake model says: a prompt id when asked to select one, a label when asked for one, else the
+    answer, numbered by the call."""
+    calls = itertools.count(1)
 
-    def __init__(self, role, replies=None, choice="TELER_L2_Strict_Focus", window_chars=None, label="Candidate 2"):
-        self.role, self.spec, self.capabilities = role, f"fake-{role}", None
-        self.replies, self.choice, self.label = list(replies or []), choice, label
-        self.window_chars = window_chars
-        """Prompts longer than this do not fit (None: cannot tell, as a backend without a tokenizer)."""
-        self.prompts: list[str] = []
-        self.calls: list[tuple[str, int]] = []
-        self.notes: list[tuple[str, str]] = []
-
-    def fits(self, messages, max_tokens):
-        if self.window_chars is None:
-            return None
-        return sum(len(m.content) for m in messages) <= self.window_chars
-
-    def note(self, event, detail=""):
-        self.notes.append((event, detail))
-
-    async def chat(self, messages, params=None, sample_index=0):
-        text = messages[-1].content
-        self.prompts.append(text)
-        self.calls.append((text[:40], sample_index))
-        if self.replies:
-            return GenerateResponse(self.replies.pop(0), "stop")
+    def reply(text):
+        n = next(calls)
         if "Prompt ID only" in text:
-            return GenerateResponse(self.choice, "stop")
+            return choice
         if "label only" in text:
-            return GenerateResponse(self.label, "stop")
-        return GenerateResponse(f"{ANSWER} [{len(self.prompts)}]", "stop")
+            return label
+        return f"{ANSWER} [{n}]"
+    return reply
 
 
-def models(judge_replies=None, choice="TELER_L2_Strict_Focus"):
-    model = FakeHandle("model", choice=choice)
-    judge = FakeHandle("judge", judge_replies or [verdict()])
-    return Models({"model": model, "judge": judge}), model, judge
+_stores = itertools.count()
+
+
+def models(tmp_path, judge_replies=None, choice="TELER_L2_Strict_Focus", window_chars=None, max_tokens=None):
+    """The shared fake (tests/fakes.py) as model and judge, each call on a fresh store. `window_chars`: the model's
+    window in characters (a user prompt of up to that many characters fits a call of `max_tokens`)."""
+    window = {} if window_chars is None else {"count_tokens": len, "context_length": window_chars + 4 + max_tokens}
+    return fake_models(tmp_path / f"fakes-{next(_stores)}",
+                       model=FakeBackend(name="fake-model", reply=answers(choice), **window),
+                       judge=FakeBackend(name="fake-judge", replies=judge_replies or [verdict()], reply=answers()))
+
+
+def prompts(models, role="model"):
+    """The last user message of every request the role's fake received, in order."""
+    return [request.messages[-1].content for request in fake_backend(models, role).requests]
 
 
 def load(shared_data, **options):
@@ -94,13 +90,13 @@ def test_per_category_picks_first_n_in_natural_order(shared_data):
     assert samples["FT3"].metadata["question_type"] == "FT"
 
 
-def test_norag_solve_selects_and_judges(shared_data):
+def test_norag_solve_selects_and_judges(shared_data, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none")
-    fake, model, judge = models()
+    fake = models(tmp_path)
     prediction = asyncio.run(task.solve(samples["F1"], fake))
     assert [c["level"] for c in prediction["candidates"]] == ["L1", "L2", "L3", "L4"]
     assert prediction["level"] == "L2" and prediction["selection"]["rule"] == "contains"
-    assert "MARKET DATA" not in "".join(model.prompts)
+    assert "MARKET DATA" not in "".join(prompts(fake))
     score = task.score(samples["F1"], prediction)
     assert score.value == pytest.approx(0.8) and score.values["accuracy.F"] == pytest.approx(0.8)
     assert "accuracy.T" not in score.values
@@ -109,11 +105,11 @@ def test_norag_solve_selects_and_judges(shared_data):
     assert score.values["precision.proper"] == pytest.approx(2 / 3) and score.values["recall.proper"] == pytest.approx(2 / len(golden))
 
 
-def test_unparseable_judge_is_counted_not_scored(shared_data):
+def test_unparseable_judge_is_counted_not_scored(shared_data, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
-    fake, model, judge = models(judge_replies=["nope", "still nope", "{bad json"])
+    fake = models(tmp_path, judge_replies=["nope", "still nope", "{bad json"])
     prediction = asyncio.run(task.solve(samples["T1"], fake))
-    assert [i for _, i in judge.calls] == [0, 1, 2]
+    assert [r.sample_index for r in fake_backend(fake, "judge").requests] == [0, 1, 2]
     score = task.score(samples["T1"], prediction)
     assert score.value is None and not score.parsed
     record = SampleRecord("T1", prediction, score, metadata=samples["T1"].metadata)
@@ -149,54 +145,56 @@ class RecordingRetriever:
         return Result()
 
 
-def test_rag_passes_the_as_of_date_and_never_shows_later_evidence(shared_data):
+def test_rag_passes_the_as_of_date_and_never_shows_later_evidence(shared_data, tmp_path):
     task, samples = load(shared_data, mode="rag", judge_context="none")
     task._retriever = RecordingRetriever()
-    fake, model, judge = models()
+    fake = models(tmp_path)
     prediction = asyncio.run(task.solve(samples["FT1"], fake))  # Apple, "As of August 2025"
     assert task._retriever.calls and all(str(as_of) == "2025-08-31" for _, as_of in task._retriever.calls)
     assert all(item["date"] <= "2025-08-31" for item in prediction["context"]["items"])
-    l5 = [p for p in model.prompts if "Level 5" in p][0]
+    l5 = [p for p in prompts(fake) if "Level 5" in p][0]
     assert "MARKET DATA:\nEVIDENCE for AAPL" in l5
-    assert all("EVIDENCE" not in p for p in model.prompts if "Level 4" in p)
+    assert all("EVIDENCE" not in p for p in prompts(fake) if "Level 4" in p)
     task._retriever = RecordingRetriever(item_date="2025-10-01")
     with pytest.raises(RuntimeError, match="point-in-time"):
-        asyncio.run(task.solve(samples["FT1"], models()[0]))
+        asyncio.run(task.solve(samples["FT1"], models(tmp_path)))
 
 
-def test_rag_budget_is_split_over_tickers_and_cut_until_the_prompt_fits(shared_data):
+def test_rag_budget_is_split_over_tickers_and_cut_until_the_prompt_fits(shared_data, tmp_path):
     task, samples = load(shared_data, mode="rag", judge_context="none", levels="L5", select="false",
                          budget_tokens=2000)
     multi = next(s for s in samples.values() if len(s.input.get("tickers") or ()) >= 2
                  and all(task._market_data().has_filings(t) for t in s.input["tickers"]))
     task._retriever = RecordingRetriever()
-    asyncio.run(task.solve(multi, models()[0]))
+    asyncio.run(task.solve(multi, models(tmp_path)))
     n = len(task._retriever.calls)
     assert n >= 2 and task._retriever.budgets == [2000 // n] * n  # split, not 2,000 each
 
     task._retriever = RecordingRetriever()
-    model = FakeHandle("model", window_chars=5000)  # ~8,000 characters of evidence at the full budget
-    fake = Models({"model": model, "judge": FakeHandle("judge", [verdict()])})
+    window = {"window_chars": 5000, "max_tokens": task.settings.max_tokens}
+    fake = models(tmp_path, **window)  # ~8,000 characters of evidence at the full budget
     prediction = asyncio.run(task.solve(samples["FT1"], fake))  # one ticker
     assert task._retriever.budgets == [2000, 1333, 888]  # cut by a third until it fits
-    assert prediction["context"]["budget_tokens"] == 888 and len(model.prompts[0]) <= 5000
-    assert [e for e, _ in model.notes] == ["retrieval-budget-cut"] * 2
+    assert prediction["context"]["budget_tokens"] == 888 and len(prompts(fake)[0]) <= 5000
+    assert [t["event"] for t in fake.model.trace if "event" in t] == ["retrieval-budget-cut"] * 2
 
     task._retriever = RecordingRetriever()
-    never = FakeHandle("model", window_chars=10)  # nothing fits: four retrievals, then the call as it is
-    asyncio.run(task.solve(samples["FT1"], Models({"model": never, "judge": FakeHandle("judge", [verdict()])})))
+    never = models(tmp_path, window_chars=10, max_tokens=task.settings.max_tokens)
+    with pytest.raises(CallFailed, match="does not fit"):  # nothing fits: four retrievals, then the call fails
+        asyncio.run(task.solve(samples["FT1"], never))
     assert task._retriever.budgets == [2000, 1333, 888, 592]
+    assert not fake_backend(never).requests, "a prompt too long for the window is never sent"
 
 
-def test_ideal_solve_builds_point_in_time_contexts(shared_data):
+def test_ideal_solve_builds_point_in_time_contexts(shared_data, tmp_path):
     task, samples = load(shared_data, mode="ideal", per_category=1)
-    fake, model, judge = models(judge_replies=[verdict(5)], choice="No RAG")
+    fake = models(tmp_path, judge_replies=[verdict(5)], choice="No RAG")
     prediction = asyncio.run(task.solve(samples["F1"], fake))  # Apple, as of 2025-09-30
     assert prediction["level"] == "bare" and prediction["context"]["tickers"] == ["AAPL"]
     assert prediction["context"]["last_date"] <= "2025-09-30"
-    l3 = [p for p in model.prompts if "Level 3" in p][0]
+    l3 = [p for p in prompts(fake) if "Level 3" in p][0]
     assert "[AAPL] Trading/Price Data 2025-09-01 → 2025-09-30" in l3 and "F_Return on Equity" in l3
-    assert "Trading/Price Data" in judge.prompts[0]  # the judge sees the same contexts (judge_context=ideal)
+    assert "Trading/Price Data" in prompts(fake, "judge")[0]  # the judge sees the same contexts (judge_context=ideal)
     assert task.score(samples["F1"], prediction).value == 1.0
 
 
@@ -316,18 +314,18 @@ def test_engine_run_writes_the_report_metric_names(shared_data, tmp_path):
     assert {r["group"]: r["n"] for r in compared["rows"]} == {"F": 2, "T": 2, "FT": 2, "overall": 6}
 
 
-def test_rag_with_the_real_retriever_shows_nothing_after_as_of(shared_data):
+def test_rag_with_the_real_retriever_shows_nothing_after_as_of(shared_data, tmp_path):
     from finharness.retrieval import RetrievalConfig, Retriever
 
     task, samples = load(shared_data, mode="rag", judge_context="none", levels="L5", select="false")
     task._retriever = Retriever(shared_data, RetrievalConfig(dense="off"))
-    fake, model, judge = models()
+    fake = models(tmp_path)
     sample = samples["FT7"]  # Meta, "in August 2025": the 10-Q filed 2025-10-30 must stay invisible
     prediction = asyncio.run(task.solve(sample, fake))
     items = prediction["context"]["items"]
     assert items and all(item["date"] <= "2025-08-31" for item in items)
     assert not any("2025-10-30" in item["source"] for item in items)
-    assert "MARKET DATA:" in model.prompts[0]
+    assert "MARKET DATA:" in prompts(fake)[0]
 
 
 def test_compare_cli_json(tmp_path):
@@ -354,11 +352,11 @@ def copied_example(model="m", mode="Non_RAG"):
 
 @pytest.mark.parametrize("replies,warned", [([copied_example()] * 3, True),
                                             ([copied_example(), verdict(2), verdict(3)], False)])
-def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(shared_data, replies, warned):
+def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(shared_data, tmp_path, replies, warned):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
     records = []
     for sid, reply in zip(("F1", "T1", "FT1"), replies):
-        fake, _, _ = models(judge_replies=[reply])
+        fake = models(tmp_path, judge_replies=[reply])
         prediction = asyncio.run(task.solve(samples[sid], fake))
         records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
                                     metadata=samples[sid].metadata))
@@ -369,7 +367,7 @@ def test_verdicts_that_copy_the_rubric_example_are_counted_and_flagged(shared_da
     assert any("copying the example" in n for n in agg.notes) is warned
 
 
-def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared_data):
+def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared_data, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1", select="false")
     over = json.dumps({"evaluations": [{
         "indicator_analysis": {"found_indicators": ["ROE", "ROA", "P/E"], "total_golden_indicators": 2,
@@ -378,7 +376,7 @@ def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared
         "overall_quality": {"correctness_score": 3, "reasoning_score": 2}}]})
     records = []
     for sid, reply in (("F1", over), ("T1", verdict(2))):
-        fake, _, _ = models(judge_replies=[reply])
+        fake = models(tmp_path, judge_replies=[reply])
         prediction = asyncio.run(task.solve(samples[sid], fake))
         records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
                                     metadata=samples[sid].metadata))
@@ -389,11 +387,11 @@ def test_a_verdict_finding_more_than_its_golden_total_is_named_not_hidden(shared
 
 
 @pytest.mark.parametrize("choice,warned", [("L3_Step_By_Step", True), ("TELER_L2_Strict_Focus", False)])
-def test_self_selections_that_copy_the_prompts_example_are_flagged(shared_data, choice, warned):
+def test_self_selections_that_copy_the_prompts_example_are_flagged(shared_data, tmp_path, choice, warned):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1,L2,L3")
     records = []
     for sid in ("F1", "T1", "FT1"):
-        fake, _, _ = models(choice=choice)
+        fake = models(tmp_path, choice=choice)
         prediction = asyncio.run(task.solve(samples[sid], fake))
         records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
                                     metadata=samples[sid].metadata))
@@ -403,30 +401,30 @@ def test_self_selections_that_copy_the_prompts_example_are_flagged(shared_data, 
 
 
 @pytest.mark.parametrize("mode,levels", [("norag", "L1,L2,L3,L4"), ("ideal", "L1,L2,L3,bare")])
-def test_neutral_selection_shows_shuffled_labels_and_reads_the_label(shared_data, mode, levels):
+def test_neutral_selection_shows_shuffled_labels_and_reads_the_label(shared_data, tmp_path, mode, levels):
     task, samples = load(shared_data, mode=mode, judge_context="none", levels=levels, selection="neutral")
     shown = {}
     for sid in ("F1", "T1", "FT1", "F2"):
-        fake, model, _ = models()
+        fake = models(tmp_path)
         prediction = asyncio.run(task.solve(samples[sid], fake))
         selection = prediction["selection"]
-        prompt = next(p for p in model.prompts if "label only" in p)
+        prompt = next(p for p in prompts(fake) if "label only" in p)
         assert selection["style"] == "neutral" and selection["rule"] == "exact"
         assert sorted(selection["shown"]) == sorted(levels.split(","))
         assert prediction["level"] == selection["shown"][1]  # 'Candidate 2' is the second shown
         assert "one of: Candidate 1, Candidate 2, Candidate 3, Candidate 4." in prompt
         assert "e.g." not in prompt and "Step_By_Step" not in prompt and "Prompt ID" not in prompt
         shown[sid] = selection["shown"]
-    again = asyncio.run(task.solve(samples["F1"], models()[0]))
+    again = asyncio.run(task.solve(samples["F1"], models(tmp_path)))
     assert again["selection"]["shown"] == shown["F1"]  # seeded: the same order on a rerun
     assert len({tuple(v) for v in shown.values()}) > 1  # and no one order for every question
 
 
-def test_neutral_selections_are_not_counted_as_example_copies(shared_data):
+def test_neutral_selections_are_not_counted_as_example_copies(shared_data, tmp_path):
     task, samples = load(shared_data, mode="norag", judge_context="none", levels="L1,L2,L3", selection="neutral")
     records = []
     for sid in ("F1", "T1", "FT1"):
-        fake, model, _ = models()
+        fake = models(tmp_path)
         prediction = asyncio.run(task.solve(samples[sid], fake))
         records.append(SampleRecord(sid, prediction, task.score(samples[sid], prediction),
                                     metadata=samples[sid].metadata))

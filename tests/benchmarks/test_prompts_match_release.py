@@ -32,13 +32,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import pytest
 
+from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.cfinbench.categories import OFFICIAL_CATEGORIES
 from finharness.benchmarks.cfinbench.prompts import (
     ANSWER_CUE,
@@ -57,6 +57,8 @@ from finharness.benchmarks.ucfe import prompts as ucfe
 from finharness.benchmarks.ucfe.data import load_dialogues, load_items
 from finharness.benchmarks.ucfe.dialogue import SimulationSettings
 from finharness.benchmarks.ucfe.judge import JudgeSettings, PairJudge
+
+from ..fakes import fake_models
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -489,23 +491,6 @@ def test_ucfe_sampling_settings_are_the_release_ones(ucfe_release):
     assert float(ast.unparse(first.keywords[0].value)) == settings.user_first_temperature
 
 
-@dataclass
-class _Reply:
-    text: str
-
-
-class _RecordingJudge:
-    """Stands in for the judge model: records every prompt, answers with a verdict."""
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-
-    async def chat(self, messages, params):
-        assert len(messages) == 1 and messages[0].role == "user"
-        self.prompts.append(messages[0].content)
-        return _Reply("[[1]]")
-
-
 def _release_judge_prompts(eval_elo_path: Path, item_raw: dict, task: str, target: list, base: list) -> list[str]:
     """eval_elo.py's evaluate_two_models for one item, run by the interpreter: the prompts it sends the judge."""
     sent: list[str] = []
@@ -522,7 +507,7 @@ def _release_judge_prompts(eval_elo_path: Path, item_raw: dict, task: str, targe
 
 
 @pytest.mark.parametrize("task", ["Analyst", "0_股价预测"])
-def test_ucfe_official_judge_prompt_is_what_eval_elo_sends(ucfe_release, shared_data, task):
+def test_ucfe_official_judge_prompt_is_what_eval_elo_sends(ucfe_release, shared_data, task, tmp_path):
     bench = shared_data / "ucfe" / "UCFE_bench.json"
     raw = json.loads(bench.read_text(encoding="utf-8"))[task]
     items = {item.item_id: item for item in load_items(bench, [task])}
@@ -538,11 +523,12 @@ def test_ucfe_official_judge_prompt_is_what_eval_elo_sends(ucfe_release, shared_
         stored_a = released.dialogues[item.sample_id]
         stored_b = type(stored_a)(tuple({"role": "user" if t["role"] == "用户" else "assistant", "content": t["content"]}
                                         for t in base_turns), 1)
-        judge = _RecordingJudge()
-        pair = PairJudge(judge, JudgeSettings(mode="official"),  # type: ignore[arg-type]
-                         name_a="target", name_b="base")
+        judge = fake_models(tmp_path / str(item.item_id), judge=FakeBackend(name="judge", reply="[[1]]"))["judge"]
+        pair = PairJudge(judge, JudgeSettings(mode="official"), name_a="target", name_b="base")
         asyncio.run(pair.judge_item(item, stored_a, stored_b))
-        assert judge.prompts == official, item.sample_id
+        sent = [request.messages for request in judge.backend.requests]
+        assert all(len(m) == 1 and m[0].role == "user" for m in sent), item.sample_id
+        assert [m[0].content for m in sent] == official, item.sample_id
         checked.add(item.item_id % 2)
     assert checked == {0, 1}
 

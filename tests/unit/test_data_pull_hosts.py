@@ -22,7 +22,7 @@ from finharness.benchmarks.bizbench.official import load_official
 from finharness.data import registry
 from finharness.data.cli import data_app
 from finharness.data.errors import DataError
-from finharness.data.pull import pull
+from finharness.data.pull import pull, pull_on_first_use
 
 from ..servers.data_hosts import git_blob_id, hub_server, raw_server
 
@@ -378,3 +378,28 @@ def test_run_fincode_pulls_on_first_use_then_never_again(hub, shared_data, tmp_p
         assert refused.exit_code != 0
         assert "pulling is off (--no-pull" in refused.output and "finharness data pull bizbench" in refused.output
         assert (len(hub.requests), len(hub.cdn.requests), len(raw.requests)) == asked
+
+
+def test_a_first_use_pull_that_failed_is_not_waited_out_again_by_the_next_task(env, tmp_path):
+    """Three BizBench tasks of one run on a data root without BizBench, and a Hub that lacks the dataset: the
+    first task's pull fails and says why; the others fail at once with that reason, without asking the Hub
+    again (offline, each would wait out huggingface_hub's retries); another data root is tried afresh."""
+    from finharness.cli import app
+
+    with hub_server() as hub:  # holds no kensho/bizbench
+        env.setenv("HF_ENDPOINT", hub.url)
+        env.setenv("FINHARNESS_GITHUB_RAW", hub.url)
+        data = tmp_path / "data"
+        (data / "bizbench" / "prompts").mkdir(parents=True)  # only the parquet is missing
+        result = CliRunner().invoke(app, ["run", "bizbench/fincode", "bizbench/codefinqa", "bizbench/convfinqa-e",
+                                          "--model", "fake", "--data-dir", str(data), "--out", str(tmp_path / "out"),
+                                          "--quiet"])
+        asked = len(hub.requests)
+        other = tmp_path / "other"
+        (other / "bizbench" / "prompts").mkdir(parents=True)
+        with pytest.raises(DataError):
+            pull_on_first_use("bizbench", other, needed_by="bizbench/fincode", progress=_quiet)
+    assert result.exit_code != 0
+    assert result.output.count("pulling it from kensho/bizbench") == 1, result.output
+    assert result.output.count("not tried again") == 2, result.output
+    assert asked > 0 and len(hub.requests) > asked, "another data root asks the Hub again"

@@ -21,8 +21,16 @@ from finharness.benchmarks.mc_methods import (
 from finharness.core.backend import Capabilities
 from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
-from finharness.core.types import GenerateResponse, LoglikelihoodResponse, TokenLogprob
+from finharness.core.types import (
+    GenerateRequest,
+    GenerateResponse,
+    LoglikelihoodRequest,
+    LoglikelihoodResponse,
+    TokenLogprob,
+)
 from finharness.rating.compare import cohen_kappa
+
+from ..fakes import fake_backend, fake_models
 
 QUESTIONS = [json.loads(line)["question"] for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -187,46 +195,29 @@ def test_plain_gen_and_ll_keep_their_requests(tmp_path):
 
 # --- CFinBench and FinKnow through a scripted handle ------------------------------------------------
 
-class Handle:
-    """A model handle: ll prefers `ll(text)`, the reply is `reply(text)`, spelled one character a token,
-    with the top alternatives `top` (letter -> probability) at every token when logprobs are asked."""
-
-    role, spec = "model", "scripted"
-
-    def __init__(self, ll, reply, top=None, caps=Capabilities(loglikelihood=True, next_token_logprobs=True)):
-        self.ll, self.reply, self.top, self.capabilities = ll, reply, top or {}, caps
-        self.sent, self.events = [], []
-
-    async def chat(self, messages, params=None, sample_index=0):
-        self.sent.append(("chat", tuple(messages), params))
-        text = self.reply(messages[-1].content)
-        logprobs = None
-        if params.top_logprobs:
-            alternatives = tuple((k, math.log(p)) for k, p in self.top.items())
-            logprobs = tuple(TokenLogprob(ch, -0.1, alternatives if ch in "ABCD" else ()) for ch in text)
-        return GenerateResponse(text=text, finish_reason="stop", logprobs=logprobs)
-
-    async def loglikelihood(self, request):
-        self.sent.append(("ll", request))
-        letter = self.ll(request.context)
-        lps = tuple(-1.0 if c.strip() == letter else -4.0 for c in request.continuations)
-        return LoglikelihoodResponse(lps, (False,) * len(lps), (1,) * len(lps))
-
-    def count_tokens(self, text):
-        return len(text)
-
-    def note(self, event, detail=""):
-        self.events.append((event, detail))
-
-    def note_truncation(self, policy, detail=""):
-        pass
+_stores = iter(range(10**6))
 
 
-def solve_all(task, samples, model):
-    from finharness.core.task import Models, SampleRecord
+def scripted(tmp_path, ll, reply, top=None, capabilities=None):
+    """The shared fake (tests/fakes.py) behind a real model handle: ll prefers `ll(context)`, the reply is
+    `reply(text)`, spelled one character a token, with the top alternatives `top` (letter -> probability) at
+    every token when logprobs are asked; each call on a fresh store."""
+    alternatives = tuple((k, math.log(p)) for k, p in (top or {}).items())
+
+    def logprobs(text):
+        return tuple(TokenLogprob(ch, -0.1, alternatives if ch in "ABCD" else ()) for ch in text)
+
+    backend = FakeBackend(name="scripted", reply=reply, logprobs=logprobs, count_tokens=len,
+                          logprob=lambda context, continuation: -1.0 if continuation.strip() == ll(context) else -4.0,
+                          capabilities=capabilities)
+    return fake_models(tmp_path / f"fakes-{next(_stores)}", model=backend)
+
+
+def solve_all(task, samples, models):
+    from finharness.core.task import SampleRecord
 
     async def go():
-        return [await task.solve(s, Models({"model": model})) for s in samples]
+        return [await task.solve(s, models) for s in samples]
 
     predictions = asyncio.run(go())
     records = [SampleRecord(s.id, p, task.score(s, p), metadata=s.metadata) for s, p in zip(samples, predictions)]
@@ -241,14 +232,15 @@ def test_cfinbench_all_keeps_the_official_requests_and_prefixes_metrics(tmp_path
     samples = task.load(write_exam(tmp_path))
     assert [s.input["type"] for s in samples] == ["single_choice"] * 3 and task.config()["method"] == "all"
     # gold B D C; ll says B B C; the reply says 答案：B for all, letters read A ≫ B at that position
-    model = Handle(ll=lambda text: "B" if "手续费" not in text else "C", reply=lambda text: "答案：B",
-                   top={"A": 0.7, "B": 0.2})
-    records, agg = solve_all(task, samples, model)
-    first_ll, first_letters, first_gen = model.sent[:3]
-    assert first_ll[1].context == PROMPTS[("val/single_choice/1-1/0", "ll", 0)]
-    assert first_gen[1][0].content == PROMPTS[("val/single_choice/1-1/0", "gen", 0)] == first_letters[1][0].content
-    assert first_gen[2] == task.generate_params and first_letters[2].top_logprobs == 20
-    assert first_letters[2].max_tokens == 16
+    models = scripted(tmp_path, ll=lambda text: "B" if "手续费" not in text else "C", reply=lambda text: "答案：B",
+                      top={"A": 0.7, "B": 0.2})
+    records, agg = solve_all(task, samples, models)
+    first_ll, first_letters, first_gen = fake_backend(models).requests[:3]
+    assert first_ll.context == PROMPTS[("val/single_choice/1-1/0", "ll", 0)]
+    assert (first_gen.messages[0].content == PROMPTS[("val/single_choice/1-1/0", "gen", 0)]
+            == first_letters.messages[0].content)
+    assert first_gen.params == task.generate_params and first_letters.params.top_logprobs == 20
+    assert first_letters.params.max_tokens == 16
     m = agg.metrics
     assert m["strict.score"].value == pytest.approx((0.5 + 1.0) / 2)  # headline = ll, macro over categories
     assert m["ll.strict.score"].value == m["strict.score"].value
@@ -270,36 +262,38 @@ def test_cfinbench_plain_methods_are_unchanged(tmp_path):
     for method in ("gen", "ll"):
         task = CFinBenchTask(method=method)
         samples = task.load(write_exam(tmp_path))
-        model = Handle(ll=lambda text: "B", reply=lambda text: "答案：B")
-        records, _ = solve_all(task, samples, model)
+        models = scripted(tmp_path, ll=lambda text: "B", reply=lambda text: "答案：B")
+        records, _ = solve_all(task, samples, models)
+        sent = fake_backend(models).requests
         assert not any(isinstance(r.prediction, dict) and "methods" in r.prediction for r in records)
-        assert all(sent[0] == ("ll" if method == "ll" else "chat") for sent in model.sent)
+        assert len(sent) == len(samples)
+        assert all(isinstance(r, LoglikelihoodRequest if method == "ll" else GenerateRequest) for r in sent)
         if method == "gen":
-            assert all(sent[2] == task.generate_params and sent[2].top_logprobs == 0 for sent in model.sent)
+            assert all(r.params == task.generate_params and r.params.top_logprobs == 0 for r in sent)
 
 
-def test_finknow_auto_without_ll_reads_letters_after_brackets(shared_data):
+def test_finknow_auto_without_ll_reads_letters_after_brackets(shared_data, tmp_path):
     from finharness.benchmarks.bizbench.finknow import FinKnowTask
 
     task = FinKnowTask(method="auto")
     samples = task.load(shared_data)[:4]
-    model = Handle(ll=lambda text: "A", reply=lambda text: "[[B]]", top={"B": 0.5, "C": 0.3},
-                   caps=Capabilities(loglikelihood=False, next_token_logprobs=True))
-    records, agg = solve_all(task, samples, model)
-    assert agg.extra["methods"]["auto"] == "letters" and model.events[0] == ("mc_method", "auto: letters")
+    models = scripted(tmp_path, ll=lambda text: "A", reply=lambda text: "[[B]]", top={"B": 0.5, "C": 0.3},
+                      capabilities={"loglikelihood": False})
+    records, agg = solve_all(task, samples, models)
+    events = [(t["event"], t["detail"]) for t in models.model.trace if "event" in t]
+    assert agg.extra["methods"]["auto"] == "letters" and events[0] == ("mc_method", "auto: letters")
     assert [r.score.extracted["choices"]["letters"] for r in records] == ["B"] * 4
     assert agg.metrics["accuracy"].value == pytest.approx(sum(s.target == "B" for s in samples) / 4)
-    assert [m.role for m in model.sent[0][1]] == ["system", "user", "assistant", "user"]
+    assert [m.role for m in fake_backend(models).requests[0].messages] == ["system", "user", "assistant", "user"]
 
 
-def test_finknow_all_gives_agreement(shared_data):
+def test_finknow_all_gives_agreement(shared_data, tmp_path):
     from finharness.benchmarks.bizbench.finknow import FinKnowTask
 
     task = FinKnowTask(method="all")
     samples = task.load(shared_data)[:4]
-    model = Handle(ll=lambda text: "A", reply=lambda text: "The answer is [[A]]", top={"A": 0.9},
-                   caps=Capabilities(loglikelihood=True, next_token_logprobs=True))
-    records, agg = solve_all(task, samples, model)
+    models = scripted(tmp_path, ll=lambda text: "A", reply=lambda text: "The answer is [[A]]", top={"A": 0.9})
+    records, agg = solve_all(task, samples, models)
     m = agg.metrics
     assert m["agreement.ll~gen"].value == 1.0 and m["agreement.ll~letters"].value == 1.0
     assert m["kappa.ll~gen"].value is None  # every item in one category: κ undefined

@@ -80,3 +80,28 @@ def test_on_a_terminal_a_counted_phase_is_a_row_with_its_own_count():
             steps.advance()
             assert row.completed == 1
         assert all("embedding" not in t.description for t in live.progress.tasks)  # gone when it ends
+
+
+def test_a_pooled_tasks_eta_and_speed_count_from_its_own_start(monkeypatch):
+    """Line mode: a task that waited 300 s behind the others is timed from its first returned call, not from
+    the run's start; before a second sample is done its ETA is '?', never 'nan'."""
+    from finharness import cli_common
+    from finharness.core.model import RunCounters
+
+    now = [1000.0]
+    monkeypatch.setattr(cli_common.time, "perf_counter", lambda: now[0])
+    live, out = _line_display(monkeypatch, quiet_s=60.0)
+    with live:
+        update = live.row("secnum on m")
+        counters = RunCounters(samples_total=5)
+        update(counters)  # registered with the pool, nothing done yet
+        now[0] += 300.0   # the other tasks run
+        counters.calls, counters.samples_done, counters.completion_tokens = 1, 1, 20
+        update(counters)  # its first call returns: the clock starts here
+        now[0] += 10.0
+        counters.calls, counters.samples_done, counters.completion_tokens = 2, 2, 60
+        update(counters)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("secnum on m:")]
+    assert lines[0].startswith("secnum on m: 0/5  ETA ?  — tok/s")
+    assert lines[1].startswith("secnum on m: 1/5  ETA ?  — tok/s")
+    assert lines[2].startswith("secnum on m: 2/5  ETA 30s  4.0 tok/s"), lines  # 1 sample in 10 s, 3 to go

@@ -131,3 +131,28 @@ def test_two_runs_of_one_task_and_model_with_the_same_options_are_told_apart_by_
     view = scorecard_from_runs([tmp_path / "first", tmp_path / "again"])
     assert [(r.id, r.run_label) for r in view.rows] == [("demo · first", "first"), ("demo · again", "again")]
     assert view.models == ("fake",) and view.cell("demo · again", "fake").value == view.cell("demo · first", "fake").value
+
+
+def test_one_data_error_that_stopped_several_rows_is_one_footnote_and_one_note(tmp_path: Path):
+    """A long reason (a data error) becomes a footnote printed once however many cells it explains; the card's
+    notes name the rows it stopped together; a short reason stays in its cell."""
+    error = ("DataError: the Hub cannot be reached, and kensho/bizbench@18e0759221aa: data/test.parquet is not in "
+             "the Hub cache (copy from a mirror: `finharness data pull NAME --from DIR`)")
+    rows = [{"id": i, "task": f"bizbench/{i}", "runs": {}} for i in ("fincode", "codefinqa", "secnum")]
+    suite = {"models": ["m"], "rows": rows, "status": "incomplete",
+             "errors": {"m": {"fincode": error, "codefinqa": error, "secnum": "budget reached before this row"}}}
+    (tmp_path / "suite.json").write_text(json.dumps(suite), encoding="utf-8")
+    card = build_scorecard(tmp_path)
+    assert card.notes == (f"m · fincode, codefinqa: did not run ({error})",
+                          "m · secnum: did not run (budget reached before this row)")
+    buffer = io.StringIO()
+    scorecard_views.print_scorecard(card, file=buffer, width=200)
+    text = buffer.getvalue()
+    grid = text[:text.index("\n[1] ")]
+    assert grid.count("missing [1]") == 2 and "Hub cannot" not in grid, "the long reason is not in the cells"
+    assert "missing: budget reached before this row" in grid, "a short reason stays in its cell"
+    assert text.count(f"\n[1] {error}") == 1
+    markdown = scorecard_views.render_markdown(card)
+    assert markdown.count("missing [1]") == 2 and markdown.count(f"[1] {error}") == 1
+    html = scorecard_views.render_html(card)
+    assert html.count("missing [1] see below") == 2 and html.count(f"[1] {error}") == 1

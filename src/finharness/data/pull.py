@@ -22,6 +22,8 @@ import dataclasses
 import os
 import re
 import sys
+import threading
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -438,16 +440,40 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
                       recorded=tuple(recorded))
 
 
+FAILED_PULL_MEMORY_S = 600.0
+"""How long a first-use pull that failed is not tried again in this process: the other tasks of a run that
+need the same dataset fail at once with its error instead of each waiting out the host's retries."""
+
+_failed_pulls: dict[tuple[str, str], tuple[float, DataError]] = {}
+_pull_locks: dict[tuple[str, str], threading.Lock] = {}
+_pull_locks_guard = threading.Lock()
+
+
 def pull_on_first_use(name: str, root: str | Path, *, needed_by: str,
                       progress: Callable[[str], None] = _progress_to_stderr) -> PullReport:
     """Pull dataset `name` into `root` for `needed_by` (a task), saying so; a DataError when
-    $FINHARNESS_NO_PULL forbids it (`finharness run --no-pull`)."""
+    $FINHARNESS_NO_PULL forbids it (`finharness run --no-pull`). Tasks that need the same dataset at once
+    wait for one pull; one that failed within FAILED_PULL_MEMORY_S is reported again, not retried."""
     dataset = resolved(name)
     source = f"{dataset.repository}@{(dataset.commit or '')[:7]}" if dataset.repository else name
     if _env_true(NO_PULL_ENV):
         raise DataError(f"{needed_by} needs dataset {name} ({source}), which is not in {root}, and pulling is "
                         f"off (--no-pull / {NO_PULL_ENV}=1)",
                         hint=f"`finharness data pull {name} --data-dir {root}`, or run without --no-pull")
-    progress(f"{needed_by}: dataset {name} is not in {root}; pulling it from {source} now "
-             f"(first use; --no-pull forbids this)")
-    return pull(name, root, progress=progress)
+    key = (name, str(Path(root).resolve()))
+    with _pull_locks_guard:
+        lock = _pull_locks.setdefault(key, threading.Lock())
+    with lock:
+        failed = _failed_pulls.get(key)
+        if failed is not None and time.monotonic() - failed[0] < FAILED_PULL_MEMORY_S:
+            raise DataError(f"{failed[1]} [the pull of {name} for an earlier task of this run failed just now; "
+                            f"not tried again]") from failed[1]
+        progress(f"{needed_by}: dataset {name} is not in {root}; pulling it from {source} now "
+                 f"(first use; --no-pull forbids this)")
+        try:
+            report = pull(name, root, progress=progress)
+        except DataError as error:
+            _failed_pulls[key] = (time.monotonic(), error)
+            raise
+        _failed_pulls.pop(key, None)
+        return report

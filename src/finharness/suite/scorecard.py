@@ -928,8 +928,11 @@ def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], c
             differences += extra_diffs
     notes = [f"{r.label}: a stand-in ran instead of the official data" for r in out_rows if r.standin]
     for model, errs in ((suite or {}).get("errors") or {}).items():
+        rows_by_why: dict[str, list[str]] = {}
         for row_id, why in (errs or {}).items():
-            notes.append(f"{model} · {row_id}: did not run ({why})")
+            rows_by_why.setdefault(str(why), []).append(row_id)
+        for why, row_ids in rows_by_why.items():  # one note per distinct reason: a data error stops several rows
+            notes.append(f"{model} · {', '.join(row_ids)}: did not run ({why})")
     return Scorecard(title, source, tuple(models), tuple(out_rows), tuple(out_cells), tuple(differences), ratings,
                      usage_of(models, runs, suite), (suite or {}).get("suite"), (suite or {}).get("description"),
                      {k: (suite or {}).get(k) for k in ("judge", "user") if suite}, (suite or {}).get("status"),

@@ -101,10 +101,16 @@ class Footnotes:
         return f"[{self.texts.index(text) + 1}]"
 
 
+INLINE_WHY_CHARS = 60
+"""A missing cell's reason up to this long stands in the cell; a longer one (an error) becomes a footnote, printed
+once however many cells it explains."""
+
+
 def cell_lines(row: Row, cell: Cell, notes: Footnotes) -> list[str]:
     """A cell as lines: value (rank), CI and n, then status and a footnote mark for its flag."""
     if cell.value is None:
-        return ["—", f"missing: {cell.why or '?'}"]
+        why = cell.why or "?"
+        return ["—", f"missing: {why}" if len(why) <= INLINE_WHY_CHARS else f"missing {notes.mark(why)}"]
     head = value_text(row, cell.value) + (f" ({cell.rank})" if cell.rank else "")
     lines = [head, f"{ci_text(row, cell.ci95)} n={fmt_num(cell.n)}"]
     if cell.status == "incomplete":
@@ -300,7 +306,10 @@ def render_json(card: Scorecard) -> str:
 
 def _cell_html(row: Row, cell: Cell, notes: Footnotes) -> Markup:
     if cell.value is None:
-        return Markup('—<span class="why">missing: {}</span>').format(cell.why or "?")
+        why = cell.why or "?"
+        if len(why) <= INLINE_WHY_CHARS:
+            return Markup('—<span class="why">missing: {}</span>').format(why)
+        return Markup('—<span class="why" title="{t}">missing {m} see below</span>').format(t=why, m=notes.mark(why))
     domain = (0.0, 1.0) if row.percent and row.metric != "rag_delta" else None
     rank = Markup("")
     if cell.rank:
