@@ -6,10 +6,11 @@
 # dry:    the standard and full suites' plans priced as a hosted model (no model is called)
 # budget: a budget stop and its resume, on the demo and the embedded model
 # draws:  --draws 5 at temperature 0.7 on the demo: the clustered interval and the sampling share
+# interrupt: Ctrl-C (SIGINT) 30 s into a CPA stand-in run on the embedded model, then the command it prints
 set -euo pipefail
 OUT=${1:?usage: bash bench/suite_figures.sh OUT [step...]}
 shift
-STEPS=${*:-quick two dry budget draws}
+STEPS=${*:-quick two dry budget draws interrupt}
 FH=${FH:-.venv/bin/finharness}
 DATA=${FINHARNESS_DATA_DIR:-../shared/data}
 mkdir -p "$OUT"
@@ -35,6 +36,11 @@ for step in $STEPS; do
     draws)
       timed draws-1 "$FH" run demo --model embedded --temperature 0.7 --out "$OUT/draws1" || true
       timed draws-5 "$FH" run demo --model embedded --temperature 0.7 --draws 5 --out "$OUT/draws5" || true ;;
+    interrupt)
+      timed interrupt-stop timeout -s INT 30 "$FH" run cfinbench -o exam=standin:cpa --sample 16 --seed 0 \
+        --model embedded --data-dir "$DATA" --out "$OUT/interrupt" || true
+      timed interrupt-resume "$FH" run cfinbench -o exam=standin:cpa --sample 16 --seed 0 \
+        --model embedded --data-dir "$DATA" --out "$OUT/interrupt" -q || true ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
