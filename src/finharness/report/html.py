@@ -19,7 +19,7 @@ from .. import __version__
 from ..data.io import atomic_write_text
 from ..redact import redact
 from .leaderboard import leaderboard_section
-from .markup import section
+from .markup import html_page, section
 from .pairwise import load_ratings, rate_for_report
 from .runinfo import DEFAULT_TRANSCRIPTS_PER_RUN, health_section_body, transcripts_body
 from .runs import RunData, load_runs
@@ -159,17 +159,9 @@ def build_html_report(runs: Sequence[RunData], *, matches: Sequence[Any] | None 
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary = (f"{len(runs)} run(s) · {len({r.task for r in runs})} task(s)"
                + (f" · {len(matches)} matches" if matches else "") + f" · generated {generated} · finharness {__version__}")
-    page = Markup(
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="{csp}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<title>{title}</title><style>{css}</style></head><body>'
-        '<header><h1>{title}</h1><p>{summary}</p></header><nav aria-label="sections">{nav}</nav>'
-        '<main>{body}</main><footer>Written by finharness {version}. Self-contained: no network, no external '
-        'files.</footer><script>{script}</script></body></html>\n').format(
-        csp=CSP.format(hash=_script_hash(SCRIPT)), title=title, css=Markup(CSS), summary=summary, nav=nav,
-        body=Markup("").join(html for _, _, html in sections), version=__version__, script=Markup(SCRIPT))
-    return str(page)
+    return html_page(title=title, summary=summary, nav=nav, body=Markup("").join(html for _, _, html in sections),
+                     css=CSS, csp=CSP.format(hash=_script_hash(SCRIPT)), footer="Self-contained: no network, no "
+                     "external files.", script=SCRIPT)
 
 
 def write_html_report(run_dirs: Iterable[PathLike], out_file: PathLike, *,

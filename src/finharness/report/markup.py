@@ -104,3 +104,21 @@ def pre(value: Any) -> Markup:
     """Text in <pre>; non-strings as indented JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
     return Markup(f"<pre>{escape(text)}</pre>")
+
+
+def html_page(*, title: str, summary: Any, nav: Markup, body: Markup, css: str, csp: str, footer: str,
+              script: str | None = None) -> str:
+    """A whole self-contained page (the run report's and the scorecard's): its header, section links, body and
+    footer; `script` inline, allowed by `csp`."""
+    from .. import __version__
+
+    tail = Markup("<script>{}</script>").format(Markup(script)) if script else Markup("")
+    return str(Markup(
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<title>{title}</title><style>{css}</style></head><body>'
+        '<header><h1>{title}</h1><p>{summary}</p></header><nav aria-label="sections">{nav}</nav>'
+        '<main>{body}</main><footer>Written by finharness {version}. {footer}</footer>{tail}</body></html>\n').format(
+        csp=csp, title=title, css=Markup(css), summary=summary, nav=nav, body=body, version=__version__,
+        footer=footer, tail=tail))

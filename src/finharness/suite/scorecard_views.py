@@ -19,10 +19,9 @@ from typing import Any, Callable, Sequence
 
 from markupsafe import Markup
 
-from .. import __version__
 from ..data.io import atomic_write_text
 from ..report.html import CSS
-from ..report.markup import details, fmt_num, fmt_p, note, section, table
+from ..report.markup import details, fmt_num, fmt_p, html_page, note, section, table
 from ..report.runinfo import compact
 from ..report.svg import Bar, BarGroup, bar_chart, ci_strip, format_value
 from .scorecard import Cell, Difference, Row, Scorecard
@@ -414,17 +413,9 @@ def render_html(card: Scorecard) -> str:
         ("grid", "Models × rows"), ("judges", "Judge health"), ("ratings", "UCFE ratings"),
         ("differences", "Pairwise differences"), ("usage", "Usage"), ("notes", "Notes"))
         if any(f'id="{a}"' in s for s in sections))
-    page = Markup(
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta http-equiv="Content-Security-Policy" content="{csp}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<title>{title}</title><style>{css}</style></head><body>'
-        '<header><h1>{title}</h1><p>{summary}</p></header><nav aria-label="sections">{nav}</nav>'
-        '<main>{body}</main><footer>Written by finharness {version}. Self-contained: no network, no script, no '
-        'external files.</footer></body></html>\n').format(
-        csp=CSP, title=f"finharness scorecard: {card.title}", css=Markup(CSS + EXTRA_CSS), summary=summary_line(card),
-        nav=nav, body=Markup("").join(sections), version=__version__)
-    return str(page)
+    return html_page(title=f"finharness scorecard: {card.title}", summary=summary_line(card), nav=nav,
+                     body=Markup("").join(sections), css=CSS + EXTRA_CSS, csp=CSP,
+                     footer="Self-contained: no network, no script, no external files.")
 
 
 RENDERERS: dict[str, Callable[[Scorecard], str]] = {"scorecard.html": render_html, "scorecard.md": render_markdown,
