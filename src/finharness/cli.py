@@ -455,8 +455,11 @@ def _print_results(results: dict[str, Any]) -> None:
         for name, m in draws["metrics"].items():
             share = m["variance"].get("sampling_share")
             console.print(f"{name} over {draws['k']} draws per item: {m['value']:.4f} [{m['ci95'][0]:.4f}, "
-                          f"{m['ci95'][1]:.4f}] items {m['n']} ({m['method']}); share of its variance from sampling "
-                          + ("—" if share is None else f"{share:.2f}"), highlight=False)
+                          f"{m['ci95'][1]:.4f}] items {m['n']}{' !' if m.get('warning') else ''} ({m['method']}); "
+                          "share of its variance from sampling " + ("—" if share is None else f"{share:.2f}"),
+                          highlight=False)
+            if m.get("warning"):
+                console.print(f"! {name} over draws: {m['warning']}", highlight=False)
         for key, label in (("majority", "majority vote"), ("pass_at_k", f"pass@{draws['k']}")):
             if draws.get(key):
                 console.print(f"{label}: {draws[key]['value']:.4f} [{draws[key]['ci95'][0]:.4f}, "

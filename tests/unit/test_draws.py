@@ -53,6 +53,9 @@ def test_draws_are_separate_calls_cached_per_draw_and_summarised(tmp_path: Path)
     assert all(sorted(v) == [0, 1, 2] for v in per_item.values())
     clustered = first.results["metrics"]["accuracy"]["clustered"]
     assert clustered["draws"] == 3 and clustered["value"] == draws["metrics"]["accuracy"]["value"]
+    # 12 items are few for the clustered interval as for any: said in both places, as for a single draw
+    assert "n = 12 < 30" in draws["metrics"]["accuracy"]["warning"] and clustered["warning"] == \
+        draws["metrics"]["accuracy"]["warning"]
     assert 0.0 <= draws["metrics"]["accuracy"]["variance"]["sampling_share"] <= 1.0
     assert set(draws) >= {"majority", "pass_at_k"} and draws["pass_at_k"]["k"] == 3
     assert draws["pass_at_k"]["value"] >= draws["metrics"]["accuracy"]["value"]  # at least one of 3 >= the mean
@@ -112,6 +115,7 @@ def test_the_command_line_takes_the_controls_and_draws(tmp_path: Path):
     assert results["config"]["draws"] == 2 and results["config"]["generation"]["max_tokens"] == 16
     assert results["config"]["generation"]["thinking_tokens"] == 64
     assert "over 2 draws per item" in result.output and "pass@2" in result.output
+    assert "items 12 ! (" in result.output and "! accuracy over draws: n = 12 < 30" in result.output
 
 
 @pytest.mark.model

@@ -192,6 +192,7 @@ def draws_summary(draws: Mapping[str, Sequence[Score | None]], headline: str | N
             continue
         est = clustered_mean_ci(per_item)
         out["metrics"][name] = {"value": est.value, "ci95": list(est.ci95), "n": est.n, "method": est.method,
+                                **({"warning": est.warning} if est.warning else {}),
                                 "variance": variance_components(per_item).to_json()}
     binary = columns["score"] and all(v in (0.0, 1.0) for row in columns["score"] for v in row if v is not None)
     if binary and any(v is not None for row in columns["score"] for v in row):
@@ -342,6 +343,7 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         out["draws"] = summary
         for name, clustered in summary["metrics"].items():
             if name in out["metrics"]:
-                out["metrics"][name]["clustered"] = {k: clustered[k] for k in ("value", "ci95", "n", "method")} | {
+                out["metrics"][name]["clustered"] = {k: clustered[k] for k in ("value", "ci95", "n", "method",
+                                                                                "warning") if k in clustered} | {
                     "sampling_share": clustered["variance"]["sampling_share"], "draws": summary["k"]}
     return out
