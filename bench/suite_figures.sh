@@ -6,7 +6,7 @@
 # dry:    the standard and full suites' plans priced as a hosted model (no model is called)
 # budget: a budget stop and its resume, on the demo and the embedded model
 # draws:  --draws 5 at temperature 0.7 on the demo: the clustered interval and the sampling share
-# interrupt: Ctrl-C (SIGINT) 30 s into a CPA stand-in run on the embedded model, then the command it prints
+# interrupt: Ctrl-C (SIGINT) 20 s into a CPA stand-in run on the embedded model, then the command it prints
 set -euo pipefail
 OUT=${1:?usage: bash bench/suite_figures.sh OUT [step...]}
 shift
@@ -31,15 +31,15 @@ for step in $STEPS; do
           --price gpt-4o=2.5/10 --data-dir "$DATA" --no-pull --dry-run --out "$OUT/dry-$suite" || true
       done ;;
     budget)
-      timed budget-stop "$FH" run demo --model embedded --budget-tokens 1500 --out "$OUT/budget" -q || true
+      timed budget-stop "$FH" run demo --model embedded --budget-tokens 600 --out "$OUT/budget" -q || true
       timed budget-resume "$FH" run demo --model embedded --out "$OUT/budget" -q || true ;;
     draws)
       timed draws-1 "$FH" run demo --model embedded --temperature 0.7 --out "$OUT/draws1" || true
       timed draws-5 "$FH" run demo --model embedded --temperature 0.7 --draws 5 --out "$OUT/draws5" || true ;;
     interrupt)
-      timed interrupt-stop timeout -s INT 30 "$FH" run cfinbench -o exam=standin:cpa --sample 16 --seed 0 \
+      timed interrupt-stop timeout -s INT 20 "$FH" run cfinbench -o exam=standin:cpa --sample 120 --seed 0 \
         --model embedded --data-dir "$DATA" --out "$OUT/interrupt" || true
-      timed interrupt-resume "$FH" run cfinbench -o exam=standin:cpa --sample 16 --seed 0 \
+      timed interrupt-resume "$FH" run cfinbench -o exam=standin:cpa --sample 120 --seed 0 \
         --model embedded --data-dir "$DATA" --out "$OUT/interrupt" -q || true ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

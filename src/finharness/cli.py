@@ -317,8 +317,10 @@ def stop_if_budget_reached(spending: Any) -> None:
     """Say that the budget stopped the run and exit BUDGET_EXIT (everything made is stored)."""
     if spending is None or spending.reached is None:
         return
+    spent = f"{spending.tokens:,} tokens" + (f", ${spending.cost:.4f}" if spending.cost else "")
     typer.secho(f"budget reached after {spending.calls} call(s) ({spending.refused} refused): {spending.reached}; "
-                "everything made is stored: raise it and rerun the same command to resume", fg="yellow", err=True)
+                f"spent in all {spent}; everything made is stored: raise it and rerun the same command to resume",
+                fg="yellow", err=True)
     raise typer.Exit(BUDGET_EXIT)
 
 

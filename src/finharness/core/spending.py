@@ -110,11 +110,13 @@ class Spending:
         with self._lock:
             if self.reached is None:
                 if self.max_tokens is not None and self.tokens + self._reserved_tokens + tokens > self.max_tokens:
-                    self.reached = (f"the token budget of {self.max_tokens:,} (spent {self.tokens:,}; the next call "
-                                    f"could take up to {tokens:,} more)")
+                    held = f" and {self._reserved_tokens:,} held for calls in flight" if self._reserved_tokens else ""
+                    self.reached = (f"the token budget of {self.max_tokens:,} (spent {self.tokens:,}{held} when the "
+                                    f"next call could take up to {tokens:,} more)")
                 elif self.max_cost is not None and self.cost + self._reserved_cost + cost > self.max_cost:
-                    self.reached = (f"the cost budget of ${self.max_cost:.4f} (spent ${self.cost:.4f}; the next call "
-                                    f"could cost up to ${cost:.4f} more)")
+                    held = f" and ${self._reserved_cost:.4f} held for calls in flight" if self._reserved_cost else ""
+                    self.reached = (f"the cost budget of ${self.max_cost:.4f} (spent ${self.cost:.4f}{held} when the "
+                                    f"next call could cost up to ${cost:.4f} more)")
             if self.reached is not None:
                 self.refused += 1
                 return f"budget reached: {self.reached}"
