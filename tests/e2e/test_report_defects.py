@@ -227,3 +227,29 @@ def test_run_health_counts_every_invocation(page):
     assert tokens.startswith("4.3k / 87") and "2 invocations" in tokens and "last: 0 / 0" in tokens
     assert wall.startswith("12.5") and "last:" in wall
     assert row[-1] == "7.0"  # out tokens/s over all invocations: 87 / 12.5
+
+
+def test_a_long_list_of_runs_not_separable_never_squeezes_the_model_column(tmp_path: Path):
+    """Four tied runs with long model names (as a suite's `model · row` labels are): each one's "not separable
+    from" cell lists the other three a line each, and the model column keeps its names whole (it was squeezed
+    to a character a line beside one wide line of names)."""
+    names = [f"fake?name=a-model-under-test-with-a-long-name-{i}&reply=Answer: B" for i in range(4)]
+    for i, name in enumerate(names):
+        cli("run", "demo", "--model", name, "--out", str(tmp_path / f"run-{i}"), "-q")
+    report = write_html_report([tmp_path / f"run-{i}" for i in range(4)], tmp_path / "report.html")
+    assert len(rows(board(report.read_text(encoding="utf-8"), "demo"))) == 4
+    driver = open_in_chromium(report, tmp_path / "profile", window="1280,1000")
+    try:
+        cells = driver.execute_script(
+            "function lines(cell) {"  # the text's own height (a cell is as tall as its row), in lines
+            "  var range = document.createRange(); range.selectNodeContents(cell);"
+            "  return Math.round(range.getBoundingClientRect().height / (parseFloat(getComputedStyle(cell).lineHeight)"
+            "                    || 20)); }"
+            "return Array.prototype.map.call(document.querySelectorAll('table.leaderboard tbody tr'), function (r) {"
+            "  var peers = r.cells[r.cells.length - 1];"
+            "  return [r.cells[1].getBoundingClientRect().width / parseFloat(getComputedStyle(r.cells[1]).fontSize),"
+            "          lines(peers), peers.querySelectorAll('br').length]; });")
+    finally:
+        driver.quit()
+    assert len(cells) == 4 and all(breaks == 2 and peer_lines >= 3 for _, peer_lines, breaks in cells), cells
+    assert all(model_em >= 9 for model_em, _, _ in cells), cells  # a long name wraps in words, not a letter a line

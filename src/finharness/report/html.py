@@ -62,6 +62,7 @@ tbody th{font-weight:500}
 span.ci{display:block;color:var(--muted);font-size:11px}
 table.leaderboard td:first-child,table.leaderboard th:first-child{font-weight:700}
 table.leaderboard tr>:first-child{min-width:3.5em}
+table.leaderboard tr>:nth-child(2){min-width:9em}
 table.leaderboard .run{white-space:nowrap}
 ul.config{margin:0;padding-left:1.1em;font-size:12px;min-width:14em}
 ul.config code{overflow-wrap:anywhere}

@@ -186,7 +186,8 @@ def task_leaderboard(task: str, metric: str, runs: Sequence[RunData], names: Map
                      config_cell(configs[run.path]), fmt_metric(e.value, percent),
                      fmt_ci(e.ci95, percent), ci_strip(e.value, e.ci95, domain, percent=percent, label=e.label),
                      Markup("{}{}").format(fmt_num(e.n), small_n_mark(run.metric(metric))),
-                     run.results.get("status", "?"), ", ".join(standing.not_separable_from) or "—"])
+                     run.results.get("status", "?"),
+                     Markup("<br>").join(standing.not_separable_from) or "—"])  # a line each: never one wide line
     heading = {"higher": metric, "lower": f"{metric} ↓", "info": metric}[direction]
     caption = {"higher": Markup("<b>{}</b> — headline <code>{}</code>"),
                "lower": Markup("<b>{}</b> — headline <code>{}</code>, lower is better (↓)"),
