@@ -21,8 +21,12 @@ def test_ctrl_c_says_what_is_stored_and_the_printed_command_resumes(tmp_path: Pa
     out = tmp_path / "out"
     args = ["run", "demo", "--model", f"fake?latency=0.3&log={log}", "--concurrency", "1", "--out", str(out), "-q"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # A process started in the background by a non-interactive shell (a CI job, `make test &`) inherits SIGINT
+    # ignored, and Python keeps it so: the run would never see the Ctrl-C. The child takes the default, as a
+    # command typed at a terminal does.
     proc = subprocess.Popen([sys.executable, "-m", "finharness", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not log.exists() or len(logged(log)) < 3):
         time.sleep(0.05)  # until three calls were answered: the interrupt lands mid-run
