@@ -11,6 +11,7 @@ import typer
 
 from .cli_common import LiveProgress, check_endpoints, fail, parse_options, resolve_data_dir, resolve_store
 from .cli_plugins import plugin_app
+from .util import output_console
 
 app = plugin_app(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                  help="finharness: measure how well language models do real financial work.")
@@ -361,7 +362,6 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
     """The outcome of a pooled run (core/pool.py run_pool): one summary table, each task's notes and files,
     the errors; re-raises a task's bug; exit 1 when a task is incomplete or could not run."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{len(pool.tasks)} tasks on {model}  (pooled, {pool.wall_s:.1f} s)", box=box.SIMPLE_HEAD)
@@ -380,7 +380,7 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
         table.add_row(outcome.name, res["status"], str(res["headline"] or "—"), value, ci,
                       n, str(counts["calls"]), str(counts["cache_hits"]),
                       f"{res['timing']['wall_s']:.1f}")
-    console = Console()
+    console = output_console()
     if not console.is_terminal:
         console.width = max(console.width, 120)  # a log keeps the table's rows whole
     console.print(table)
@@ -417,7 +417,6 @@ def _name_groups(names: list[str], listed: int = 6) -> str:
 
 
 def _print_results(results: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from .core.metrics import SMALL_N_MARK, small_n_lines
@@ -433,7 +432,7 @@ def _print_results(results: dict[str, Any]) -> None:
         value = "—" if m["value"] is None else f"{m['value']:.4f}"
         ci = "—" if not m["ci95"] else f"[{m['ci95'][0]:.4f}, {m['ci95'][1]:.4f}]"
         table.add_row(name, value, ci, f"{m['n']} {SMALL_N_MARK}" if m.get("warning") else str(m["n"]))
-    console = Console()
+    console = output_console()
     console.print(table)
     for line in small_n_lines(results["metrics"]):  # n too small for the interval's method, said out loud
         console.print(line, highlight=False, soft_wrap=True)
@@ -701,12 +700,11 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
     if markdown:
         typer.echo(options_markdown(infos))
         return
-    from rich.console import Console
     from rich.table import Table
 
     from .core.options import show_default
 
-    console = Console(highlight=False)
+    console = output_console(highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 120)
     console.print(f"{entry['name']}  ({entry['source']})\n{entry['description']}", markup=False)

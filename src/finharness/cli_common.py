@@ -20,6 +20,7 @@ import typer
 
 from .data.registry import resolve_data_dir
 from .redact import redact
+from .util import output_console
 
 __all__ = ["LiveProgress", "check_endpoints", "fail", "parse_options", "resolve_data_dir", "resolve_store", "user_error_message"]
 
@@ -122,9 +123,8 @@ class LiveProgress:
     """The counters a pooled run's first row adds up over its tasks."""
 
     def __init__(self, label: str, enabled: bool = True):
-        from rich.console import Console
 
-        self.console = Console(stderr=True)
+        self.console = output_console(stderr=True)
         self.label = label
         self.enabled = enabled
         self.started = time.perf_counter()

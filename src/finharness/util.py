@@ -10,6 +10,10 @@ importing the CLI (which imports every command group) stays light:
 
     __getattr__, __all__ = lazy_exports(__name__, {"load_prices": "prices", ...})
 
+Terminal output (terminal_width, output_console): tables as wide as the terminal the user looks at,
+even when stdout is piped, and a wide default where there is none, so rich wraps cells instead of cutting
+them at 80 columns.
+
 Long preparation phases (phase): an index build or a model assembly announces itself, and the live
 progress display (cli_common.LiveProgress) shows it while it runs.
 
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -73,6 +79,33 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return getattr(import_module(f".{exports[name]}", package), name)
 
     return __getattr__, sorted(exports)
+
+
+# -- terminal output -------------------------------------------------------------------------------
+
+WIDE_DEFAULT = 160
+"""Columns of printed tables when no terminal can be asked (a pipe to a file, CI logs)."""
+
+
+def terminal_width(default: int = WIDE_DEFAULT) -> int:
+    """COLUMNS when set, else the width of whichever of stdout, stderr and stdin is a terminal (piping stdout
+    still leaves the terminal the user looks at), else `default`."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    for stream in (sys.stdout, sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            continue
+    return default
+
+
+def output_console(**options: Any) -> Any:
+    """A rich Console (options as rich takes them: stderr, file, highlight, ...) terminal_width() wide."""
+    from rich.console import Console
+
+    return Console(width=options.pop("width", None) or terminal_width(), **options)
 
 
 # -- long preparation phases --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from ..cli_common import fail
+from ..util import output_console
 from .registry import resolve_data_dir
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -47,7 +48,6 @@ def list_command(
         typer.echo(json.dumps({"data_dir": str(root), "checksums": checksums, "datasets": rows},
                               ensure_ascii=False, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"datasets (data dir: {root})")
@@ -66,7 +66,7 @@ def list_command(
         if not row["sizes_known"]:
             size = "?" if not row["total_size"] else f"{size} + ?"  # recorded by the first pull
         table.add_row(row["name"], files, size, row["licence"], status, source)
-    Console().print(table)
+    output_console().print(table)
     typer.echo("missing: `finharness data pull NAME`; ? = size recorded by the first pull; "
                "(--from) = derived files, pull from a mirror")
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..cli_common import fail
-from ..util import format_number
+from ..util import format_number, output_console
 
 if TYPE_CHECKING:  # scipy behind these is imported only when a rating command runs
     from .base import RatingTable
@@ -84,7 +84,7 @@ def rate_command(
     from .matches import MatchFileError, read_matches
     from .rate import RatingOptions, rate_matches
 
-    console = Console()
+    console = output_console()
     if compare is not None:
         if matches is not None:
             fail("give either MATCHES.jsonl or --compare A.json B.json, not both")

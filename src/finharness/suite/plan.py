@@ -38,6 +38,7 @@ from ..stats.power import (
     pairwise_outcome_sd,
     plan_comparison,
 )
+from ..util import output_console
 
 ROLE_ORDER = {"model": 0, "user": 1, "judge": 2}
 
@@ -329,10 +330,9 @@ def _detectable(p: PowerPlan) -> str:
 def print_plan(plan: Plan, file: Any = None) -> None:
     """The plan as tables: per task and role, totals per role, and the detectable differences."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=file, highlight=False)
+    console = output_console(file=file, highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)
     several = len({c.model for c in plan.cells}) > 1

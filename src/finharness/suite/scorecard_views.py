@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,12 +23,12 @@ from ..report.html import CSS
 from ..report.markup import details, fmt_num, fmt_p, html_page, note, section, table
 from ..report.runinfo import compact
 from ..report.svg import Bar, BarGroup, bar_chart, ci_strip, format_value
+from ..util import WIDE_DEFAULT as DEFAULT_WIDTH  # noqa: F401 (the scorecard's default width, named here too)
+from ..util import terminal_width
 from .scorecard import Cell, Difference, Row, Scorecard
 
 FILES: tuple[str, ...] = ("scorecard.html", "scorecard.md", "scorecard.csv", "scorecard.json")
 
-DEFAULT_WIDTH = 160
-"""Columns of the terminal table when no terminal can be asked (a pipe to a file, CI logs)."""
 
 CSV_COLUMNS: tuple[str, ...] = ("row", "benchmark", "label", "run", "kind", "metric", "direction", "model", "value",
                                 "ci_low", "ci_high", "n", "status", "why", "rank", "method", "warning", "judge",
@@ -184,20 +183,6 @@ def summary_line(card: Scorecard) -> str:
 
 
 # --- terminal ---------------------------------------------------------------------------------------------------
-
-def terminal_width(default: int = DEFAULT_WIDTH) -> int:
-    """COLUMNS when set, else the width of whichever of stdout, stderr and stdin is a terminal (piping stdout
-    still leaves the terminal the user looks at), else `default`."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    for stream in (sys.stdout, sys.stderr, sys.stdin):
-        try:
-            return os.get_terminal_size(stream.fileno()).columns
-        except (AttributeError, OSError, ValueError):
-            continue
-    return default
-
 
 def print_scorecard(card: Scorecard, *, file: Any = None, width: int | None = None) -> None:
     """The scorecard as rich tables `width` columns wide (default: terminal_width()); cells wrap, never cut."""

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import typer
 
 from ...cli_common import LiveProgress, fail, resolve_data_dir, resolve_store
+from ...util import output_console
 
 ucfe_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        help="UCFE: judge two runs' dialogues in pairs (then `finharness rate`).")
@@ -114,10 +115,9 @@ def judge_command(
 
 
 def _print_summary(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(markup=False, highlight=False)  # verdict markers like [[1]] are not markup
+    console = output_console(markup=False, highlight=False)  # verdict markers like [[1]] are not markup
     table = Table(title=f"UCFE judge ({result['mode']}, {result['judge']}): {result['model_a']} vs {result['model_b']}")
     for column in ("task", result["model_a"], result["model_b"], "tie", "undecided"):
         table.add_column(column, justify="left" if column == "task" else "right")

@@ -14,6 +14,7 @@ from typing import Iterable, Optional, Sequence
 import typer
 
 from ....cli_common import fail
+from ....util import output_console
 
 CALIBRATION_FILE = "calibration.json"
 METRICS_FILE = "metrics.json"
@@ -21,7 +22,6 @@ METRICS_FILE = "metrics.json"
 
 def _print_table(title: str, rows: Iterable[Sequence[str]], header: Sequence[str], *, left: int) -> None:
     """A rich table; the first `left` columns are labels (left-aligned), the rest figures."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -29,7 +29,7 @@ def _print_table(title: str, rows: Iterable[Sequence[str]], header: Sequence[str
         table.add_column(column, justify="left" if i < left else "right", overflow="fold")
     for row in rows:
         table.add_row(*row)
-    Console().print(table)
+    output_console().print(table)
 
 
 def _write(path: Path, data: dict, as_json: bool) -> bool:
