@@ -453,7 +453,7 @@ def pull_on_first_use(name: str, root: str | Path, *, needed_by: str,
                       progress: Callable[[str], None] = _progress_to_stderr) -> PullReport:
     """Pull dataset `name` into `root` for `needed_by` (a task), saying so; a DataError when
     $FINHARNESS_NO_PULL forbids it (`finharness run --no-pull`). Tasks that need the same dataset at once
-    wait for one pull; one that failed within FAILED_PULL_MEMORY_S is reported again, not retried."""
+    wait for one pull; one that failed within FAILED_PULL_MEMORY_S fails again with the same error, not retried."""
     dataset = resolved(name)
     source = f"{dataset.repository}@{(dataset.commit or '')[:7]}" if dataset.repository else name
     if _env_true(NO_PULL_ENV):
@@ -466,8 +466,7 @@ def pull_on_first_use(name: str, root: str | Path, *, needed_by: str,
     with lock:
         failed = _failed_pulls.get(key)
         if failed is not None and time.monotonic() - failed[0] < FAILED_PULL_MEMORY_S:
-            raise DataError(f"{failed[1]} [the pull of {name} for an earlier task of this run failed just now; "
-                            f"not tried again]") from failed[1]
+            raise DataError(str(failed[1])) from failed[1]  # the same words: one reason, said once by the scorecard
         progress(f"{needed_by}: dataset {name} is not in {root}; pulling it from {source} now "
                  f"(first use; --no-pull forbids this)")
         try:
