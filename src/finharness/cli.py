@@ -381,8 +381,6 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
                       n, str(counts["calls"]), str(counts["cache_hits"]),
                       f"{res['timing']['wall_s']:.1f}")
     console = output_console()
-    if not console.is_terminal:
-        console.width = max(console.width, 120)  # a log keeps the table's rows whole
     console.print(table)
     for outcome in pool.tasks:  # a headline whose n is too small for its interval, said out loud
         res = outcome.result.results if outcome.result is not None else {}
@@ -705,8 +703,6 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
     from .core.options import show_default
 
     console = output_console(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 120)
     console.print(f"{entry['name']}  ({entry['source']})\n{entry['description']}", markup=False)
     console.print(f"roles: {', '.join(entry['roles'])}  (--judge SPEC / --user-model SPEC for the others)  "
                   f"headline: {cls.headline or 'the first metric'}", markup=False)

@@ -123,7 +123,6 @@ class LiveProgress:
     """The counters a pooled run's first row adds up over its tasks."""
 
     def __init__(self, label: str, enabled: bool = True):
-
         self.console = output_console(stderr=True)
         self.label = label
         self.enabled = enabled

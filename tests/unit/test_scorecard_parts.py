@@ -1,13 +1,13 @@
 """Parts of the scorecard that the end-to-end suite (tests/e2e/test_scorecard.py) does not reach: a UCFE pair that
 is not neighbours in the rating table, the judge's health read from matches alone, an incomplete run's cell, the
-terminal width rule, and the errors of a bad suite folder."""
+and the errors of a bad suite folder
+(the terminal width rule: tests/unit/test_terminal_output.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -80,21 +80,6 @@ def test_an_incomplete_run_is_an_incomplete_cell_with_why(tmp_path: Path):
     assert b.status == "complete" and b.why is None and b.n == 12
     (d,) = view.differences
     assert d.n == 11  # paired on the items both scored
-
-
-def test_terminal_width_reads_columns_then_a_terminal_then_the_wide_default(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "93")
-    assert scorecard_views.terminal_width() == 93
-    monkeypatch.delenv("COLUMNS")
-
-    def no_terminal(fd: int = 0):
-        raise OSError("not a terminal")
-
-    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
-    monkeypatch.setattr(scorecard_views.sys, "stdout", io.StringIO())
-    assert scorecard_views.terminal_width() == scorecard_views.DEFAULT_WIDTH == 160
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd=0: os.terminal_size((211, 40)))
-    assert scorecard_views.terminal_width() == 211  # stdout piped, the terminal still there
 
 
 def test_a_bad_suite_folder_is_an_error_naming_the_file(tmp_path: Path):

@@ -4,6 +4,7 @@ piped: rich wraps cells at that width instead of cutting headers and values at 8
 from __future__ import annotations
 
 import io
+import os
 
 from typer.testing import CliRunner
 
@@ -22,9 +23,18 @@ def test_a_piped_table_is_the_wide_default_not_80_columns(monkeypatch, tmp_path)
     assert "TobyYang7/UCFE-Benchmark@" in result.output, "a source printed whole, on one line"
 
 
-def test_columns_wins_and_a_terminal_on_stderr_counts(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "97")
-    assert util.output_console(stderr=True).width == 97
+def test_terminal_width_reads_columns_then_a_terminal_then_the_wide_default(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "93")
+    assert util.terminal_width() == 93
+    assert util.output_console(stderr=True).width == 93
     monkeypatch.delenv("COLUMNS")
-    monkeypatch.setattr(util.os, "get_terminal_size", lambda fd=0: util.os.terminal_size((133, 40)))
-    assert util.output_console().width == 133
+
+    def no_terminal(fd: int = 0):
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
+    monkeypatch.setattr(util.sys, "stdout", io.StringIO())
+    assert util.terminal_width() == util.WIDE_DEFAULT == 160
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=0: os.terminal_size((211, 40)))
+    assert util.terminal_width() == 211  # stdout piped, the terminal still there
+    assert util.output_console().width == 211

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Sequence
 
 from markupsafe import Markup, escape
 
+from .. import __version__
 from .svg import format_value
 
 
@@ -110,8 +111,6 @@ def html_page(*, title: str, summary: Any, nav: Markup, body: Markup, css: str, 
               script: str | None = None) -> str:
     """A whole self-contained page (the run report's and the scorecard's): its header, section links, body and
     footer; `script` inline, allowed by `csp`."""
-    from .. import __version__
-
     tail = Markup("<script>{}</script>").format(Markup(script)) if script else Markup("")
     return str(Markup(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

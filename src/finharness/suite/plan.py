@@ -333,8 +333,6 @@ def print_plan(plan: Plan, file: Any = None) -> None:
     from rich.table import Table
 
     console = output_console(file=file, highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 160)
     several = len({c.model for c in plan.cells}) > 1
     specs = sorted({t.spec for _, _, t in plan.tallies()} | {c.model for c in plan.cells})
     short = {spec: model_name(spec) for spec in specs}

@@ -23,8 +23,7 @@ from ..report.html import CSS
 from ..report.markup import details, fmt_num, fmt_p, html_page, note, section, table
 from ..report.runinfo import compact
 from ..report.svg import Bar, BarGroup, bar_chart, ci_strip, format_value
-from ..util import WIDE_DEFAULT as DEFAULT_WIDTH  # noqa: F401 (the scorecard's default width, named here too)
-from ..util import terminal_width
+from ..util import output_console
 from .scorecard import Cell, Difference, Row, Scorecard
 
 FILES: tuple[str, ...] = ("scorecard.html", "scorecard.md", "scorecard.csv", "scorecard.json")
@@ -104,11 +103,17 @@ INLINE_WHY_CHARS = 60
 once however many cells it explains."""
 
 
+def missing_reason(cell: Cell, notes: Footnotes) -> tuple[str, str]:
+    """(why, its footnote mark): a short reason has no mark and stands in the cell; a long one only its mark."""
+    why = cell.why or "?"
+    return why, "" if len(why) <= INLINE_WHY_CHARS else notes.mark(why)
+
+
 def cell_lines(row: Row, cell: Cell, notes: Footnotes) -> list[str]:
     """A cell as lines: value (rank), CI and n, then status and a footnote mark for its flag."""
     if cell.value is None:
-        why = cell.why or "?"
-        return ["—", f"missing: {why}" if len(why) <= INLINE_WHY_CHARS else f"missing {notes.mark(why)}"]
+        why, mark = missing_reason(cell, notes)
+        return ["—", f"missing {mark}" if mark else f"missing: {why}"]
     head = value_text(row, cell.value) + (f" ({cell.rank})" if cell.rank else "")
     lines = [head, f"{ci_text(row, cell.ci95)} n={fmt_num(cell.n)}"]
     if cell.status == "incomplete":
@@ -185,12 +190,11 @@ def summary_line(card: Scorecard) -> str:
 # --- terminal ---------------------------------------------------------------------------------------------------
 
 def print_scorecard(card: Scorecard, *, file: Any = None, width: int | None = None) -> None:
-    """The scorecard as rich tables `width` columns wide (default: terminal_width()); cells wrap, never cut."""
-    from rich.console import Console
+    """The scorecard as rich tables `width` columns wide (default: util.terminal_width()); cells wrap, never cut."""
     from rich.table import Table
 
-    console = Console(file=file or sys.stdout, width=width or terminal_width(), markup=False, highlight=False,
-                      emoji=False, soft_wrap=False)
+    console = output_console(file=file or sys.stdout, width=width, markup=False, highlight=False, emoji=False,
+                             soft_wrap=False)
 
     def new_table(title: str, headers: Sequence[str], numeric_from: int = 99) -> Table:
         t = Table(title=title, title_justify="left", show_lines=True)
@@ -290,10 +294,10 @@ def render_json(card: Scorecard) -> str:
 
 def _cell_html(row: Row, cell: Cell, notes: Footnotes) -> Markup:
     if cell.value is None:
-        why = cell.why or "?"
-        if len(why) <= INLINE_WHY_CHARS:
+        why, mark = missing_reason(cell, notes)
+        if not mark:
             return Markup('—<span class="why">missing: {}</span>').format(why)
-        return Markup('—<span class="why" title="{t}">missing {m} see below</span>').format(t=why, m=notes.mark(why))
+        return Markup('—<span class="why" title="{t}">missing {m} see below</span>').format(t=why, m=mark)
     domain = (0.0, 1.0) if row.percent and row.metric != "rag_delta" else None
     rank = Markup("")
     if cell.rank:
