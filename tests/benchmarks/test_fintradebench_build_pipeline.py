@@ -37,7 +37,7 @@ from finharness.core.store import RunStore
 from finharness.data.errors import DataError
 from finharness.judges.soft import TOP_LOGPROBS as EXPECTED_TOP_LOGPROBS
 from tests.benchmarks.test_fintradebench_expected_scores import _spell
-from tests.fakes import fake_models
+from tests.fakes import fake_models, fresh_store, prompts
 
 VERDICT = {"evaluations": [{"indicator_analysis": {"found_indicators": ["RSI"], "total_golden_indicators": 3,
                                                    "indicators_found_count": 1},
@@ -173,16 +173,9 @@ def test_self_selection_only_sees_the_models_own_candidates(build):
     assert seen[alpha] == seen[beta] == 5
 
 
-_stores = iter(range(10**6))
-
-
 def picker(tmp_path, reply: str):
     """The shared fake (tests/fakes.py) as the candidates' own model, spec 'model-a', answering `reply`."""
-    return fake_models(tmp_path / f"fakes-{next(_stores)}", model=FakeBackend("model-a", reply=reply))["model"]
-
-
-def prompts(handle) -> list[str]:
-    return [request.messages[-1].content for request in handle.backend.requests]
+    return fake_models(fresh_store(tmp_path), model=FakeBackend("model-a", reply=reply))["model"]
 
 
 def test_self_select_refuses_foreign_candidates(tmp_path):

@@ -17,7 +17,7 @@ from finharness.benchmarks.fintradebench.task import FinTradeBenchTask
 from finharness.core.model import CallFailed
 from finharness.core.task import SampleRecord
 
-from ..fakes import fake_backend, fake_models
+from ..fakes import fake_backend, fake_models, fresh_store, prompts
 
 ANSWER = "Apple's ROE is high and the RSI of 70 signals strength; the P/E is elevated."
 
@@ -44,21 +44,13 @@ def answers(choice="TELER_L2_Strict_Focus", label="Candidate 2"):
     return reply
 
 
-_stores = itertools.count()
-
-
 def models(tmp_path, judge_replies=None, choice="TELER_L2_Strict_Focus", window_chars=None, max_tokens=None):
     """The shared fake (tests/fakes.py) as model and judge, each call on a fresh store. `window_chars`: the model's
     window in characters (a user prompt of up to that many characters fits a call of `max_tokens`)."""
     window = {} if window_chars is None else {"count_tokens": len, "context_length": window_chars + 4 + max_tokens}
-    return fake_models(tmp_path / f"fakes-{next(_stores)}",
+    return fake_models(fresh_store(tmp_path),
                        model=FakeBackend(name="fake-model", reply=answers(choice), **window),
                        judge=FakeBackend(name="fake-judge", replies=judge_replies or [verdict()], reply=answers()))
-
-
-def prompts(models, role="model"):
-    """The last user message of every request the role's fake received, in order."""
-    return [request.messages[-1].content for request in fake_backend(models, role).requests]
 
 
 def load(shared_data, **options):
@@ -96,7 +88,7 @@ def test_norag_solve_selects_and_judges(shared_data, tmp_path):
     prediction = asyncio.run(task.solve(samples["F1"], fake))
     assert [c["level"] for c in prediction["candidates"]] == ["L1", "L2", "L3", "L4"]
     assert prediction["level"] == "L2" and prediction["selection"]["rule"] == "contains"
-    assert "MARKET DATA" not in "".join(prompts(fake))
+    assert "MARKET DATA" not in "".join(prompts(fake.model))
     score = task.score(samples["F1"], prediction)
     assert score.value == pytest.approx(0.8) and score.values["accuracy.F"] == pytest.approx(0.8)
     assert "accuracy.T" not in score.values
@@ -152,9 +144,9 @@ def test_rag_passes_the_as_of_date_and_never_shows_later_evidence(shared_data, t
     prediction = asyncio.run(task.solve(samples["FT1"], fake))  # Apple, "As of August 2025"
     assert task._retriever.calls and all(str(as_of) == "2025-08-31" for _, as_of in task._retriever.calls)
     assert all(item["date"] <= "2025-08-31" for item in prediction["context"]["items"])
-    l5 = [p for p in prompts(fake) if "Level 5" in p][0]
+    l5 = [p for p in prompts(fake.model) if "Level 5" in p][0]
     assert "MARKET DATA:\nEVIDENCE for AAPL" in l5
-    assert all("EVIDENCE" not in p for p in prompts(fake) if "Level 4" in p)
+    assert all("EVIDENCE" not in p for p in prompts(fake.model) if "Level 4" in p)
     task._retriever = RecordingRetriever(item_date="2025-10-01")
     with pytest.raises(RuntimeError, match="point-in-time"):
         asyncio.run(task.solve(samples["FT1"], models(tmp_path)))
@@ -175,7 +167,7 @@ def test_rag_budget_is_split_over_tickers_and_cut_until_the_prompt_fits(shared_d
     fake = models(tmp_path, **window)  # ~8,000 characters of evidence at the full budget
     prediction = asyncio.run(task.solve(samples["FT1"], fake))  # one ticker
     assert task._retriever.budgets == [2000, 1333, 888]  # cut by a third until it fits
-    assert prediction["context"]["budget_tokens"] == 888 and len(prompts(fake)[0]) <= 5000
+    assert prediction["context"]["budget_tokens"] == 888 and len(prompts(fake.model)[0]) <= 5000
     assert [t["event"] for t in fake.model.trace if "event" in t] == ["retrieval-budget-cut"] * 2
 
     task._retriever = RecordingRetriever()
@@ -192,9 +184,9 @@ def test_ideal_solve_builds_point_in_time_contexts(shared_data, tmp_path):
     prediction = asyncio.run(task.solve(samples["F1"], fake))  # Apple, as of 2025-09-30
     assert prediction["level"] == "bare" and prediction["context"]["tickers"] == ["AAPL"]
     assert prediction["context"]["last_date"] <= "2025-09-30"
-    l3 = [p for p in prompts(fake) if "Level 3" in p][0]
+    l3 = [p for p in prompts(fake.model) if "Level 3" in p][0]
     assert "[AAPL] Trading/Price Data 2025-09-01 → 2025-09-30" in l3 and "F_Return on Equity" in l3
-    assert "Trading/Price Data" in prompts(fake, "judge")[0]  # the judge sees the same contexts (judge_context=ideal)
+    assert "Trading/Price Data" in prompts(fake["judge"])[0]  # the judge sees the same contexts (judge_context=ideal)
     assert task.score(samples["F1"], prediction).value == 1.0
 
 
@@ -325,7 +317,7 @@ def test_rag_with_the_real_retriever_shows_nothing_after_as_of(shared_data, tmp_
     items = prediction["context"]["items"]
     assert items and all(item["date"] <= "2025-08-31" for item in items)
     assert not any("2025-10-30" in item["source"] for item in items)
-    assert "MARKET DATA:" in prompts(fake)[0]
+    assert "MARKET DATA:" in prompts(fake.model)[0]
 
 
 def test_compare_cli_json(tmp_path):
@@ -408,7 +400,7 @@ def test_neutral_selection_shows_shuffled_labels_and_reads_the_label(shared_data
         fake = models(tmp_path)
         prediction = asyncio.run(task.solve(samples[sid], fake))
         selection = prediction["selection"]
-        prompt = next(p for p in prompts(fake) if "label only" in p)
+        prompt = next(p for p in prompts(fake.model) if "label only" in p)
         assert selection["style"] == "neutral" and selection["rule"] == "exact"
         assert sorted(selection["shown"]) == sorted(levels.split(","))
         assert prediction["level"] == selection["shown"][1]  # 'Candidate 2' is the second shown

@@ -30,7 +30,7 @@ from finharness.core.types import (
 )
 from finharness.rating.compare import cohen_kappa
 
-from ..fakes import fake_backend, fake_models
+from ..fakes import fake_backend, fake_models, fresh_store
 
 QUESTIONS = [json.loads(line)["question"] for line in DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -195,9 +195,6 @@ def test_plain_gen_and_ll_keep_their_requests(tmp_path):
 
 # --- CFinBench and FinKnow through a scripted handle ------------------------------------------------
 
-_stores = iter(range(10**6))
-
-
 def scripted(tmp_path, ll, reply, top=None, capabilities=None):
     """The shared fake (tests/fakes.py) behind a real model handle: ll prefers `ll(context)`, the reply is
     `reply(text)`, spelled one character a token, with the top alternatives `top` (letter -> probability) at
@@ -210,7 +207,7 @@ def scripted(tmp_path, ll, reply, top=None, capabilities=None):
     backend = FakeBackend(name="scripted", reply=reply, logprobs=logprobs, count_tokens=len,
                           logprob=lambda context, continuation: -1.0 if continuation.strip() == ll(context) else -4.0,
                           capabilities=capabilities)
-    return fake_models(tmp_path / f"fakes-{next(_stores)}", model=backend)
+    return fake_models(fresh_store(tmp_path), model=backend)
 
 
 def solve_all(task, samples, models):
