@@ -155,7 +155,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                         "finharness.data", "finharness.data.*", "finharness.util", "finharness.redact")),
     ("core", ("finharness.core", "finharness.core.*", "finharness.plugins")),
     ("shared services", ("finharness", *(f"finharness.{name}{tail}" for name in
-                                         ("backends", "markets", "retrieval", "judges", "rating", "sandbox")
+                                         ("agents", "backends", "markets", "retrieval", "judges", "rating", "sandbox")
                                          for tail in ("", ".*")))),
     ("benchmarks", ("finharness.benchmarks", "finharness.benchmarks.*")),
     ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*",

@@ -36,14 +36,76 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class ToolSpec:
+    """A tool a model may call, described as every provider's API describes one (a JSON Schema of its arguments)."""
+
+    name: str
+    """The name the model calls it by (letters, digits, '_' and '-')."""
+
+    description: str
+    """What it does and when to use it, for the model."""
+
+    parameters: Mapping[str, Any]
+    """JSON Schema of the arguments object (`{"type": "object", "properties": {...}, "required": [...]}`)."""
+
+
+class ToolCallError(ValueError):
+    """A tool call whose arguments cannot be read (not JSON, not an object)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call of a tool, as the model made it."""
+
+    id: str
+    """The provider's id of the call (what its result answers); a local model's calls get `call_<i>`."""
+
+    name: str
+    """The tool called."""
+
+    arguments: str
+    """The arguments as JSON text, as the model wrote them (a provider's object is written as canonical JSON)."""
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; ToolCallError when they are not a JSON object."""
+        import json
+
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except ValueError as err:
+            raise ToolCallError(f"the arguments of {self.name!r} are not JSON ({err}): {self.arguments[:200]!r}") from None
+        if not isinstance(value, dict):
+            raise ToolCallError(f"the arguments of {self.name!r} are a {type(value).__name__}, not an object")
+        return value
+
+
+def _tool_calls_from_json(value: Any) -> tuple[ToolCall, ...]:
+    """Tool calls read back from their JSON form (the store, a replay file)."""
+    return tuple(c if isinstance(c, ToolCall) else ToolCall(**c) for c in value)
+
+
+@dataclass(frozen=True)
 class Message:
     """One chat turn."""
 
-    role: Literal["system", "user", "assistant"]
-    """Who speaks."""
+    role: Literal["system", "user", "assistant", "tool"]
+    """Who speaks: 'tool' is a tool's result, answering the call `tool_call_id` names."""
 
     content: str
-    """What is said."""
+    """What is said (a tool's result as text)."""
+
+    tool_calls: tuple[ToolCall, ...] = field(default=(), metadata=OMITTED_AT_DEFAULT)
+    """An assistant turn's tool calls (its content may be empty then)."""
+
+    tool_call_id: str | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """A tool turn: the id of the call it answers."""
+
+    name: str | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """A tool turn: the tool's name (some chat templates show it)."""
+
+    def __post_init__(self) -> None:
+        if self.tool_calls and not isinstance(self.tool_calls[0], ToolCall):
+            object.__setattr__(self, "tool_calls", _tool_calls_from_json(self.tool_calls))
 
 
 @dataclass(frozen=True)
@@ -95,6 +157,9 @@ class GenerateRequest:
     sent to the backend (backend_seed), so another draw is another sample."""
 
     kind: Literal["generate"] = "generate"
+
+    tools: tuple[ToolSpec, ...] = field(default=(), metadata=OMITTED_AT_DEFAULT)
+    """Tools the model may call in its reply (none: a plain generation, keyed as before tools existed)."""
 
     @property
     def backend_seed(self) -> int | None:
@@ -191,9 +256,18 @@ class GenerateResponse:
     adaptations: tuple[Adaptation, ...] = field(default=(), metadata=OMITTED_AT_DEFAULT)
     """Parameters sent in another form than asked, or left out (a reasoning model's API refusing them)."""
 
+    tool_calls: tuple[ToolCall, ...] = field(default=(), metadata=OMITTED_AT_DEFAULT)
+    """The tools the model called in this reply, in order (finish_reason 'tool_calls')."""
+
+    tool_call_error: str | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """Why a tool call the reply attempted could not be read (a local model's malformed `<tool_call>` block):
+    the reply is kept, and the caller counts it as a tool-call parse failure."""
+
     def __post_init__(self) -> None:
         if self.adaptations and not isinstance(self.adaptations[0], Adaptation):  # read back from JSON
             object.__setattr__(self, "adaptations", tuple(Adaptation(**a) for a in self.adaptations))
+        if self.tool_calls and not isinstance(self.tool_calls[0], ToolCall):
+            object.__setattr__(self, "tool_calls", _tool_calls_from_json(self.tool_calls))
 
     @property
     def truncated(self) -> bool:
