@@ -20,6 +20,15 @@ Behaviours (one per server; `think` words of thinking, then the answer; a word i
 - `anthropic-thinking`: the Messages API with extended thinking, and its rules: budget_tokens >= 1024,
   max_tokens > budget_tokens, no temperature other than 1, top_p only in [0.95, 1] -- each broken rule
   answered with the API's 400; thinking and text blocks; `usage.output_tokens_details.thinking_tokens`.
+- `openai-tools` / `anthropic-tools`: a model that calls tools. Asked with `tools`, it calls the ones
+  `calls(body)` names (default: every tool whose name occurs in the last user message, with the arguments
+  `{"text": that message}`), several at once when there are several (parallel calls): OpenAI
+  `message.tool_calls` with content null and finish_reason "tool_calls"; Anthropic a text block then one
+  `tool_use` block per call, stop_reason "tool_use". Once the last turn holds tool results it answers
+  'results: ' and the results joined by '; '. Both check the conversation as their API does and answer
+  a broken one with the API's 400: OpenAI, every tool_call answered by a tool message right after it, and
+  no tool message without a call; Anthropic, every tool_use answered by a tool_result in the very next
+  (user) message, tool_results first in that message, and none without a tool_use before it.
 
 Answers are deterministic: `answer(body)` (default: '答案：X', X a letter from a hash of the last
 user message, so a letter exam can be scored).
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
@@ -36,7 +46,8 @@ from typing import Any, Callable
 
 from .local_http import JSONHandler, serving
 
-BEHAVIOURS = ("openai-reasoning", "reasoning-field", "inline-think", "anthropic-thinking")
+BEHAVIOURS = ("openai-reasoning", "reasoning-field", "inline-think", "anthropic-thinking", "openai-tools",
+              "anthropic-tools")
 
 UNSUPPORTED_MAX_TOKENS = {"error": {
     "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
@@ -75,6 +86,64 @@ def letter_answer(body: dict) -> str:
     return "答案：" + "ABCD"[hashlib.sha256(last_user_text(body).encode()).digest()[0] % 4]
 
 
+def tools_named_in_user_text(body: dict) -> list[tuple[str, Any]]:
+    """The default tool-calling model: every tool offered whose name occurs in the last user message, in the
+    order the tools were given, called with `{"text": that message}`."""
+    text = last_user_text(body)
+    names = [t.get("name") or t.get("function", {}).get("name") for t in body.get("tools", [])]
+    return [(name, {"text": text}) for name in names if name and name in text]
+
+
+def openai_conversation_problem(messages: list[dict]) -> str | None:
+    """What the OpenAI API refuses in a conversation with tools (its 400 messages), None when it is well formed."""
+    for i, message in enumerate(messages):
+        calls = [c["id"] for c in message.get("tool_calls") or []] if message.get("role") == "assistant" else []
+        answered = []
+        for following in messages[i + 1:]:
+            if following.get("role") != "tool":
+                break
+            answered.append(following.get("tool_call_id"))
+        missing = [c for c in calls if c not in answered]
+        if missing:
+            return ("An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                    f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(missing)}")
+        if message.get("role") == "tool":
+            before = next((m for m in reversed(messages[:i]) if m.get("role") != "tool"), {})
+            if message.get("tool_call_id") not in [c["id"] for c in before.get("tool_calls") or []]:
+                return ("Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                        "with 'tool_calls'.")
+    return None
+
+
+def anthropic_conversation_problem(messages: list[dict]) -> str | None:
+    """What the Messages API refuses about tool_use and tool_result blocks (its 400 messages), None when fine."""
+    def blocks(message: dict) -> list[dict]:
+        content = message.get("content")
+        return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+    for i, message in enumerate(messages):
+        uses = [b["id"] for b in blocks(message) if b.get("type") == "tool_use"]
+        following = blocks(messages[i + 1]) if i + 1 < len(messages) else []
+        results = [b.get("tool_use_id") for b in following if b.get("type") == "tool_result"]
+        missing = [u for u in uses if u not in results]
+        if uses and missing:
+            return (f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block in "
+                    "the next message.")
+        types = [b.get("type") for b in blocks(message)]
+        if "tool_result" in types:
+            previous = blocks(messages[i - 1]) if i > 0 else []
+            known = {b.get("id") for b in previous if b.get("type") == "tool_use"}
+            for j, block in enumerate(blocks(message)):
+                if block.get("type") == "tool_result" and block.get("tool_use_id") not in known:
+                    return (f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                            f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                            "`tool_use` block in the previous message.")
+            if types[:types.count("tool_result")] != ["tool_result"] * types.count("tool_result"):
+                return f"messages.{i}: `tool_result` blocks must come first in the content of a user message."
+    return None
+
+
 @dataclass
 class Reply:
     """One generation as the stub model makes it, cut at the token limit."""
@@ -105,7 +174,8 @@ def make_reply(body: dict, limit: int, think: int, answer: str) -> Reply:
 class StubServer(ThreadingHTTPServer):
     """The running stub; read `bodies` after the client's calls have returned."""
 
-    def __init__(self, behaviour: str, *, think: int, reasoning_key: str, answer: Callable[[dict], str]):
+    def __init__(self, behaviour: str, *, think: int, reasoning_key: str, answer: Callable[[dict], str],
+                 calls: Callable[[dict], list[tuple[str, Any]]] = tools_named_in_user_text):
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"unknown behaviour {behaviour!r}; known: {BEHAVIOURS}")
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -113,6 +183,8 @@ class StubServer(ThreadingHTTPServer):
         self.think = think
         self.reasoning_key = reasoning_key
         self.answer = answer
+        self.calls = calls
+        """The tool-calling behaviours' model: body -> [(tool name, arguments: an object, or text sent as is)]."""
         self.bodies: list[dict] = []
         """Every POST body, in arrival order (refused ones included)."""
         self.refusals: list[str] = []
@@ -128,7 +200,59 @@ class StubServer(ThreadingHTTPServer):
 
     # --- the behaviours: (status, payload) for one POST body -----------------------------------
 
+    def openai_tools(self, body: dict) -> tuple[int, dict]:
+        messages = body.get("messages", [])
+        problem = openai_conversation_problem(messages)
+        if problem is not None:
+            return 400, {"error": {"message": problem, "type": "invalid_request_error", "param": "messages",
+                                   "code": None}}
+        usage = {"prompt_tokens": len(last_user_text(body).split()), "completion_tokens": 3, "total_tokens": 0}
+        results: list[str] = []
+        for turn in reversed(messages):  # the tool messages that end the conversation
+            if turn.get("role") != "tool":
+                break
+            results.insert(0, turn["content"])
+        if results:
+            message: dict[str, Any] = {"role": "assistant", "content": "results: " + "; ".join(results)}
+            finish = "stop"
+        else:
+            seed = hashlib.sha256(last_user_text(body).encode()).hexdigest()[:6]
+            calls = self.calls(body) if body.get("tools") else []
+            message = {"role": "assistant", "content": None if calls else self.answer(body)}
+            if calls:
+                message["tool_calls"] = [
+                    {"id": f"call_{seed}_{i}", "type": "function",
+                     "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                    for i, (name, args) in enumerate(calls)]
+            finish = "tool_calls" if calls else "stop"
+        return 200, {"id": "chatcmpl-stub", "object": "chat.completion", "model": body.get("model"),
+                     "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+
+    def anthropic_tools(self, body: dict) -> tuple[int, dict]:
+        messages = body.get("messages", [])
+        problem = anthropic_conversation_problem(messages)
+        if problem is not None:
+            return 400, anthropic_error(problem)
+        last = messages[-1].get("content") if messages else ""
+        results = [b["content"] for b in last if isinstance(b, dict) and b.get("type") == "tool_result"] \
+            if isinstance(last, list) else []
+        if results:
+            content: list[dict] = [{"type": "text", "text": "results: " + "; ".join(results)}]
+            stop = "end_turn"
+        else:
+            seed = hashlib.sha256(last_user_text(body).encode()).hexdigest()[:6]
+            calls = self.calls(body) if body.get("tools") else []
+            content = [{"type": "text", "text": "I'll use the tools." if calls else self.answer(body)}]
+            content += [{"type": "tool_use", "id": f"toolu_{seed}_{i}", "name": name, "input": args}
+                        for i, (name, args) in enumerate(calls)]
+            stop = "tool_use" if calls else "end_turn"
+        return 200, {"id": "msg_stub", "type": "message", "role": "assistant", "model": body.get("model"),
+                     "content": content, "stop_reason": stop,
+                     "usage": {"input_tokens": len(last_user_text(body).split()), "output_tokens": 3}}
+
     def openai(self, body: dict) -> tuple[int, dict]:
+        if self.behaviour == "openai-tools":
+            return self.openai_tools(body)
         if self.behaviour == "openai-reasoning":
             if "max_tokens" in body:
                 return 400, UNSUPPORTED_MAX_TOKENS
@@ -157,6 +281,8 @@ class StubServer(ThreadingHTTPServer):
                      "usage": usage}
 
     def anthropic(self, body: dict) -> tuple[int, dict]:
+        if self.behaviour == "anthropic-tools":
+            return self.anthropic_tools(body)
         thinking = body.get("thinking")
         max_tokens = int(body["max_tokens"])
         if thinking:
@@ -197,7 +323,7 @@ class _Handler(JSONHandler):
     def do_POST(self) -> None:
         body = self.read_json()
         server = self.server
-        anthropic = server.behaviour == "anthropic-thinking"
+        anthropic = server.behaviour.startswith("anthropic")
         if self.path != ("/v1/messages" if anthropic else "/v1/chat/completions"):
             return self.no_route()
         with server.lock:
@@ -210,6 +336,9 @@ class _Handler(JSONHandler):
 
 
 def provider_server(behaviour: str, *, think: int = 40, reasoning_key: str = "reasoning_content",
-                    answer: Callable[[dict], str] = letter_answer) -> contextlib.AbstractContextManager[StubServer]:
-    """Run a stub of `behaviour` (BEHAVIOURS) in a daemon thread; `think`: words of thinking per reply."""
-    return serving(StubServer(behaviour, think=think, reasoning_key=reasoning_key, answer=answer))
+                    answer: Callable[[dict], str] = letter_answer,
+                    calls: Callable[[dict], list[tuple[str, Any]]] = tools_named_in_user_text,
+                    ) -> contextlib.AbstractContextManager[StubServer]:
+    """Run a stub of `behaviour` (BEHAVIOURS) in a daemon thread; `think`: words of thinking per reply; `calls`: the
+    tools the tool-calling behaviours call for a body."""
+    return serving(StubServer(behaviour, think=think, reasoning_key=reasoning_key, answer=answer, calls=calls))

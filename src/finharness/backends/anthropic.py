@@ -9,15 +9,21 @@ under the API's rules: `max_tokens` must exceed the budget, so it is sent as the
 plus N; the temperature must stay at its default 1, so it is left out (a greedy request is then
 sampled), and top_p below 0.95 is left out too. Each such change is recorded in the response's
 `adaptations`. The thinking blocks come back as `GenerateResponse.reasoning`, apart from the answer.
+
+Tool calls: a request's tools go as `tools` ([{"name", "description", "input_schema"}]), an assistant turn's calls
+as `tool_use` blocks, tool turns as `tool_result` blocks of one user message (`anthropic_messages`); the reply's
+`tool_use` blocks become `GenerateResponse.tool_calls` (their input as canonical JSON), stop_reason `tool_use`
+finish_reason 'tool_calls'.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..core.backend import BaseBackend, Capabilities
+from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
-from ..core.types import Adaptation, GenerateRequest, GenerateResponse
+from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, ToolCall, ToolCallError
 from .http_common import (
     LoopBoundClient,
     RemoteError,
@@ -33,8 +39,8 @@ from .http_common import (
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
 
-FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length"}
-"""Anthropic stop_reason -> the harness's finish_reason; others (refusal, tool_use...) pass through."""
+FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+"""Anthropic stop_reason -> the harness's finish_reason; others (refusal, pause_turn...) pass through."""
 
 MIN_THINKING_BUDGET = 1024
 """The API's smallest `budget_tokens`."""
@@ -93,12 +99,14 @@ class AnthropicBackend(BaseBackend):
         body: dict[str, Any] = {
             "model": self.remote.model,
             "max_tokens": params.max_tokens,
-            "messages": [{"role": m.role, "content": m.content}
-                         for m in request.messages if m.role != "system"],
+            "messages": anthropic_messages(request.messages, self.spec),
             "temperature": params.temperature,
         }
         if system:
             body["system"] = system
+        if request.tools:  # only when asked: a body without tools is what it always was
+            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                             for t in request.tools]
         # Newer Claude models refuse temperature and top_p together: send top_p only when it matters.
         if params.top_p < 1.0:
             body["top_p"] = params.top_p
@@ -133,8 +141,9 @@ class AnthropicBackend(BaseBackend):
         text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
         thinking = [block.get("thinking", "") if block.get("type") == "thinking" else "[redacted thinking]"
                     for block in blocks if block.get("type") in ("thinking", "redacted_thinking")]
-        # An empty answer is real only when the server says why it stopped.
-        if not text and not stop_reason:
+        tool_calls, tool_call_error = read_tool_uses(blocks)
+        # An empty answer is real only when the server says why it stopped, or it called tools.
+        if not text and not stop_reason and not (tool_calls or tool_call_error):
             raise bad_response(what, f"empty content and no stop_reason in {str(body)[:120]}")
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
         details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
@@ -146,10 +155,71 @@ class AnthropicBackend(BaseBackend):
             reasoning="\n\n".join(thinking) if thinking else None,
             reasoning_tokens=int(details.get("thinking_tokens") or 0),
             adaptations=adaptations,
+            tool_calls=tool_calls,
+            tool_call_error=tool_call_error,
         )
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def anthropic_messages(messages: Sequence[Message], spec: str) -> list[dict[str, Any]]:
+    """The non-system turns in the API's shape. A plain turn is `{"role", "content": text}` as before tools
+    existed. An assistant turn's calls are `tool_use` blocks (after a text block when it says something too); tool
+    turns become `tool_result` blocks of one user message -- consecutive ones merged, and a user turn right after
+    them joins that message as a text block -- since the API wants user and assistant to alternate and every
+    tool_use answered in the very next message."""
+    out: list[dict[str, Any]] = []
+    answering = False  # the last message is a user message made of tool results
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            if m.tool_call_id is None:
+                raise RemoteError(f"{spec}: a tool turn without tool_call_id: the Anthropic API needs the id of the "
+                                  "tool_use it answers", kind="client_error", retryable=False)
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            if answering:
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+                answering = True
+            continue
+        if m.role == "user" and answering:
+            out[-1]["content"].append({"type": "text", "text": m.content})
+            continue
+        answering = False
+        if m.role == "assistant" and m.tool_calls:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c, spec)}
+                       for c in m.tool_calls]
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _tool_input(call: ToolCall, spec: str) -> dict[str, Any]:
+    """A call's arguments as the object `tool_use.input` must be; one that is not an object cannot be sent."""
+    try:
+        return call.parsed_arguments()
+    except ToolCallError as err:
+        raise RemoteError(f"{spec}: an assistant turn's tool call cannot be sent to the Anthropic API, whose "
+                          f"tool_use input must be an object: {err}", kind="client_error", retryable=False) from None
+
+
+def read_tool_uses(blocks: Sequence[Mapping[str, Any]]) -> tuple[tuple[ToolCall, ...], str | None]:
+    """The reply's `tool_use` blocks -> (calls in order, with their input as canonical JSON, None), or ((), why
+    one cannot be read)."""
+    calls = []
+    for i, block in enumerate(b for b in blocks if b.get("type") == "tool_use"):
+        call_id, name, given = block.get("id"), block.get("name"), block.get("input")
+        if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+            return (), f"tool call {i + 1}: a tool_use block without an id or a name: {str(block)[:120]}"
+        if not isinstance(given, dict):
+            return (), f"tool call {i + 1}: the input of {name!r} is a {type(given).__name__}, not an object"
+        calls.append(ToolCall(call_id, name, canonical_json(given)))
+    return tuple(calls), None
 
 
 def from_spec(spec: str) -> AnthropicBackend:

@@ -4,15 +4,23 @@ The same request always gets the same answer (derived from a hash of the
 request), so reruns and resumes are checkable. Options:
 `fake?latency=SECONDS` sleeps per call; `fake?script=FILE` reads JSONL lines
 `{"match": SUBSTRING, "reply": TEXT}` and answers the first rule whose
-substring occurs in the last user message; `fake?reply=TEXT` answers TEXT to all;
+substring occurs in the last user (or tool) message; `fake?reply=TEXT` answers TEXT to all;
 `fake?name=X` changes the identity (two distinct fake models); `fake?log=FILE` appends one
 JSON line per call actually made (never for answers served from the run store) -- `{"key", "kind",
 "name", "pid", "started"}`, where `key` is the run store's content key of the call and `started` the
 wall-clock time the call began -- so a test can count what a run really computed. Latency and log
 are not part of the identity: they change no answer.
 
+Tool calls: a script rule may give `"tool_calls": [{"name": ..., "arguments": {...}}, ...]` (with an optional
+`"reply"` text beside them, and `"tool_call_error"` to play a malformed local call); the calls get the ids
+`call_0`, `call_1`... in order, their arguments as canonical JSON (a string is kept as it is: arguments that are
+not JSON), finish_reason 'tool_calls'. Rules are matched against the last user or tool message, so a rule can
+answer a tool's result.
+
 The one fake model of the test suite (docs/testing.md), made in Python with what tests need beyond the
-spec: `reply` may be a function of the last user message; `replies` are given in turn, one per call,
+spec: `reply` may be a function of the last user (or tool) message, returning text, a `GenerateResponse` (given
+back as it is) or a dict `{"text", "tool_calls", "tool_call_error"}` (as a script rule's); `replies` (each one of
+those three forms) are given in turn, one per call,
 before anything else answers; a script rule may `fail` instead of replying (a BackendError, `retryable`
 or not, for its first `times` matching calls only when given: a flaky server); `logprob(context,
 continuation)` scores log-likelihood requests (default: seeded noise); `logprobs(text)` gives the
@@ -45,11 +53,18 @@ from ..core.types import (
     LoglikelihoodRequest,
     LoglikelihoodResponse,
     TokenLogprob,
+    ToolCall,
     to_jsonable,
 )
 from .spec_options import split_options
 
 LETTERS = "ABCD"
+
+SCRIPTED_REPLY_KEYS = ("reply", "tool_calls", "tool_call_error")
+"""What a script rule answering with tool calls may give (a dict reply takes "text" for "reply" too)."""
+
+Reply = str | GenerateResponse | Mapping[str, Any]
+"""What `reply`, `replies` and the script may answer: text, a whole response, or a dict with tool calls."""
 
 
 def _named(value: Any) -> Any:
@@ -59,8 +74,8 @@ def _named(value: Any) -> Any:
 
 class FakeBackend(BaseBackend):
     def __init__(self, spec: str = "fake", *, latency: float = 0.0, script: list[dict] | None = None,
-                 reply: str | Callable[[str], str] | None = None, name: str = "fake", context_length: int = 32768,
-                 log: str | Path | None = None, replies: Sequence[str] = (),
+                 reply: str | Callable[[str], Reply] | None = None, name: str = "fake", context_length: int = 32768,
+                 log: str | Path | None = None, replies: Sequence[Reply] = (),
                  logprob: Callable[[str, str], float] | None = None,
                  logprobs: Callable[[str], Sequence[TokenLogprob] | None] | None = None,
                  capabilities: Mapping[str, Any] | None = None, record: bool = True,
@@ -90,10 +105,11 @@ class FakeBackend(BaseBackend):
 
     def identity(self):
         out = {"backend": "fake", "name": self.name, "reply": _named(self.reply), "script": self.script}
-        extra = {"replies": list(self.replies), "logprob": _named(self.logprob), "logprobs": _named(self.logprobs)}
+        extra = {"replies": [to_jsonable(r) for r in self.replies], "logprob": _named(self.logprob),
+                 "logprobs": _named(self.logprobs)}
         return {**out, **{k: v for k, v in extra.items() if v}}  # only what is set: older identities unchanged
 
-    def _scripted(self, last_user: str) -> str | None:
+    def _scripted(self, last_user: str) -> Reply | None:
         """The reply of the first script rule matching `last_user`, or its failure (a BackendError)."""
         for index, rule in enumerate(self.script):
             if rule["match"] not in last_user:
@@ -105,6 +121,8 @@ class FakeBackend(BaseBackend):
                     raise BackendError(rule["fail"], retryable=bool(rule.get("retryable", False)),
                                        status=rule.get("status"), retry_after=0 if rule.get("retryable") else None)
                 continue
+            if "tool_calls" in rule or "tool_call_error" in rule:
+                return {k: rule[k] for k in SCRIPTED_REPLY_KEYS if k in rule}
             return rule["reply"]
         return None
 
@@ -151,8 +169,9 @@ class FakeBackend(BaseBackend):
         return response
 
     def _generate(self, request: GenerateRequest) -> GenerateResponse:
-        last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
-        text = None
+        # a tool's result is what the model answers next, as a user's message is
+        last_user = next((m.content for m in reversed(request.messages) if m.role in ("user", "tool")), "")
+        text: Reply | None = None
         if self._replied < len(self.replies):
             text = self.replies[self._replied]
             self._replied += 1
@@ -163,6 +182,10 @@ class FakeBackend(BaseBackend):
         if text is None:
             text = self.reply if self.reply is not None else f"答案：{self._rng(request).choice(LETTERS)}"
         prompt_tokens = sum(self.count_tokens(m.content) or 0 for m in request.messages)
+        if isinstance(text, GenerateResponse):
+            return text
+        if isinstance(text, Mapping):
+            return self._tool_reply(text, prompt_tokens)
         completion = self.count_tokens(text) or 1
         finish = "stop"
         if completion > request.params.max_tokens:
@@ -170,6 +193,23 @@ class FakeBackend(BaseBackend):
         logprobs = self.logprobs(text) if self.logprobs is not None and request.params.top_logprobs else None
         return GenerateResponse(text=text, finish_reason=finish, prompt_tokens=prompt_tokens,
                                 completion_tokens=completion, logprobs=tuple(logprobs) if logprobs else None)
+
+    def _tool_reply(self, scripted: Mapping[str, Any], prompt_tokens: int) -> GenerateResponse:
+        """A scripted reply with tool calls (or a malformed call's error): {"text" or "reply", "tool_calls",
+        "tool_call_error"}."""
+        unknown = set(scripted) - {"text", *SCRIPTED_REPLY_KEYS}
+        if unknown:
+            raise ValueError(f"fake reply {dict(scripted)!r}: unknown key(s) {sorted(unknown)}; it takes text (or "
+                             "reply), tool_calls, tool_call_error")
+        text = str(scripted.get("text", scripted.get("reply", "")))
+        calls = tuple(ToolCall(f"call_{i}", call["name"], call["arguments"] if isinstance(call.get("arguments"), str)
+                               else canonical_json(call.get("arguments", {})))
+                      for i, call in enumerate(scripted.get("tool_calls") or ()))
+        error = scripted.get("tool_call_error")
+        completion = (self.count_tokens(text) or 0) + sum(self.count_tokens(c.name + c.arguments) or 1 for c in calls)
+        return GenerateResponse(text=text, finish_reason="tool_calls" if calls else "stop",
+                                prompt_tokens=prompt_tokens, completion_tokens=max(1, completion),
+                                tool_calls=calls, tool_call_error=error)
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         started = time.time()

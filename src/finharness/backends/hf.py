@@ -7,7 +7,9 @@ backend is built, never by ``import finharness``.
 
 - Chats are rendered with the tokenizer's own chat template (generation prompt added) and tokenized
   without special tokens; a BOS goes in front only where the tokenizer adds one itself and the template
-  did not write it, as the llamacpp backend does.
+  did not write it, as the llamacpp backend does. A request's tools go to the template (`tools=`, the OpenAI
+  shape) and the reply is read with the strict `<tool_call>` parser of `tool_format`; a template that never
+  names `tools` refuses such a request.
 - Generation: the requests that arrive together (up to ``batch_size``) are decoded as one batch, padded on
   the left, on the model's KV cache; a finished sequence leaves the batch. Penalties, sampling, stop strings
   and top logprobs are the local engine's own (`llamacpp_engine.sample_token`, `find_stop`, `top_logprobs`)
@@ -54,10 +56,12 @@ from ..core.types import (
     LoglikelihoodResponse,
     Message,
     TokenLogprob,
+    ToolSpec,
 )
 from .llamacpp_engine import find_stop, sample_token, top_logprobs
 from .model_files import cache_dir, file_sha256
 from .spec_options import split_options
+from .tool_format import openai_tools, template_takes_tools, template_turns, unsupported_tools, with_tool_calls
 from .vllm import MicroBatcher, split_continuation_tokens
 
 SCHEME = "hf"
@@ -419,20 +423,23 @@ class HfBackend(BaseBackend):
         return self.options.thinking_budget is not None or THINK_OPEN in (
             getattr(self.tokenizer(), "chat_template", None) or "")
 
-    def render_prompt(self, messages: Sequence[Message]) -> str:
-        """The chat as the model sees it: the tokenizer's chat template with the generation prompt (the bare
-        turns where the model has no template: the runner only counts their tokens, `generate` refuses)."""
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> str:
+        """The chat as the model sees it: the tokenizer's chat template with the generation prompt and the tools
+        (the bare turns where the model has no template: the runner only counts their tokens, and `generate`
+        refuses, as it refuses tools a template cannot show)."""
         tokenizer = self.tokenizer()
-        turns = [{"role": m.role, "content": m.content} for m in messages]
+        turns = template_turns(messages)
         if not getattr(tokenizer, "chat_template", None):
             return "\n".join(turn["content"] for turn in turns)
+        extra = {"tools": openai_tools(tools)} if tools else {}  # only when asked: a plain chat renders as before
         with self._tokenizing:
-            return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+            return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **extra)
 
     def render_tokens(self, request: GenerateRequest) -> tuple[str, list[int]]:
-        """The prompt as the model sees it: text (chat template applied) and token ids."""
+        """The prompt as the model sees it: text (chat template applied, the request's tools included) and token
+        ids."""
         tokenizer = self.tokenizer()
-        prompt_text = self.render_prompt(request.messages)
+        prompt_text = self.render_prompt(request.messages, request.tools)
         prompt_ids = self._encode(prompt_text, False)
         bos = tokenizer.bos_token_id
         if self._adds_bos and prompt_ids[:1] != [bos]:
@@ -468,6 +475,8 @@ class HfBackend(BaseBackend):
         if not getattr(tokenizer, "chat_template", None):
             raise BackendError(f"{self.spec}: {self.model_name} has no chat template; use an instruct model "
                                "or a log-likelihood task")
+        if request.tools and not template_takes_tools(tokenizer.chat_template):
+            raise unsupported_tools(self.spec, self.model_name)
         prompt_text, prompt_ids = await asyncio.to_thread(self.render_tokens, request)
         limit = self.capabilities.context_length
         if limit is not None and len(prompt_ids) >= limit:
@@ -478,10 +487,10 @@ class HfBackend(BaseBackend):
             max_tokens, budgeted = thinking_limit(params, self.options.thinking_budget)
             adaptations = (budgeted,)
         result = await self._submit(self._generations, GenerationJob(prompt_ids, params, max_tokens))
-        return GenerateResponse(
+        return with_tool_calls(GenerateResponse(
             text=result["text"], finish_reason=result["finish_reason"], prompt_tokens=len(prompt_ids),
             completion_tokens=result["completion_tokens"], prompt_text=prompt_text,
-            logprobs=result["logprobs"], adaptations=adaptations)
+            logprobs=result["logprobs"], adaptations=adaptations), request.tools)
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         context, continuations = await asyncio.to_thread(self.encode_request, request.context,

@@ -12,6 +12,9 @@ call kept, and the next call starts a fresh engine (at most `MAX_ENGINE_STARTS` 
 Generation decodes up to ``parallel`` sequences together in one llama.cpp batch (continuous
 batching); log-likelihoods come from a second context that keeps every position's logits. See
 `llamacpp_engine` for both, and for why the log-likelihoods are exact.
+
+Tool calls: a request's tools go to the GGUF's chat template (`tools=`, the OpenAI shape), and the reply is read
+with the strict `<tool_call>` parser of `tool_format`; a template that never names `tools` refuses the request.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ..data.io import atomic_write_text
 from .engine_build import installed_stamp, rebuild_command
 from .llamacpp_engine import CRASH_SWITCH, EngineConfig
 from .model_files import cache_dir, file_sha256
+from .tool_format import openai_tools, template_takes_tools, template_turns, unsupported_tools, with_tool_calls
 
 MAX_SEQUENCES = 256
 """llama.cpp's LLAMA_MAX_SEQ: the most sequences one context can hold."""
@@ -410,10 +414,12 @@ class LlamaCppBackend(BaseBackend):
 
     def _render_chat(self, llm: Any, request: GenerateRequest) -> str:
         formatter = self._chat_formatter(llm)
-        return formatter(messages=[{"role": m.role, "content": m.content} for m in request.messages]).prompt
+        tools = openai_tools(request.tools) if request.tools else None  # None: a plain chat renders as it always did
+        return formatter(messages=template_turns(request.messages), tools=tools).prompt
 
     def render_tokens(self, request: GenerateRequest) -> tuple[str, list[int]]:
-        """The prompt as the model sees it: text (chat template applied) and token ids."""
+        """The prompt as the model sees it: text (chat template applied, the request's tools included) and token
+        ids."""
         llm = self._tokenizer_model()
         prompt_text = self._render_chat(llm, request)
         prompt_tokens = llm.tokenize(prompt_text.encode("utf-8"), add_bos=False, special=True)
@@ -428,6 +434,8 @@ class LlamaCppBackend(BaseBackend):
         params = request.params
         # rendering and tokenizing are CPU work (and load the vocabulary the first time): off the event loop
         prompt_text, prompt_tokens = await asyncio.to_thread(self.render_tokens, request)
+        if request.tools and not template_takes_tools(self._formatter.template):
+            raise unsupported_tools(self.spec, self.model_path.name)  # the template would leave them out unseen
         if len(prompt_tokens) >= self.options.n_ctx:
             raise BackendError(
                 f"{self.spec}: the prompt has {len(prompt_tokens)} tokens, the context window "
@@ -441,10 +449,10 @@ class LlamaCppBackend(BaseBackend):
             "top_logprobs": params.top_logprobs}
         result = await self._engine_call("generate", prompt_tokens, engine_params)
         self.prompt_tokens_evaluated += result["prompt_evaluated"]
-        return GenerateResponse(
+        return with_tool_calls(GenerateResponse(
             text=result["text"], finish_reason=result["finish_reason"],
             prompt_tokens=result["prompt_tokens"], completion_tokens=result["completion_tokens"],
-            prompt_text=prompt_text, logprobs=_token_logprobs(result["logprobs"]))
+            prompt_text=prompt_text, logprobs=_token_logprobs(result["logprobs"])), request.tools)
 
     # --- log-likelihood ----------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ the identity. What the spec does not state the backend learns: a 400 that names 
 parameter or value (`code: unsupported_parameter | unsupported_value`) is answered once with the
 accepted form, which is then kept for the backend's life (`RequestForm`). Every call records, in
 `GenerateResponse.adaptations`, what it sent in another form than asked, so results.json can say so.
+
+Tool calls: a request's tools go as `tools` ([{"type": "function", "function": {...}}]), an assistant turn's calls
+as its `tool_calls`, a tool turn as `{"role": "tool", "tool_call_id", "content"}`; the reply's
+`message.tool_calls` become `GenerateResponse.tool_calls` in order (parallel calls), finish_reason 'tool_calls'.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
+from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
-from ..core.types import Adaptation, GenerateRequest, GenerateResponse, TokenLogprob
+from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, TokenLogprob, ToolCall
 from .http_common import (
     LoopBoundClient,
     RemoteSpec,
@@ -37,6 +42,7 @@ from .http_common import (
     parse_remote_spec,
     post_json,
 )
+from .tool_format import openai_tools
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -174,8 +180,10 @@ class OpenAICompatBackend(BaseBackend):
         adaptations: list[Adaptation] = []
         body: dict[str, Any] = {
             "model": self.remote.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [chat_message(m) for m in request.messages],
         }
+        if request.tools:  # only when asked: a body without tools is what it always was
+            body["tools"] = openai_tools(request.tools)
         limit = params.max_tokens
         if form.thinks:
             limit, budgeted = thinking_limit(params, form.thinking_budget, limit_name=form.token_limit)
@@ -262,6 +270,44 @@ def refused_parameter(refusal: StatusError) -> tuple[str | None, str | None]:
     return parameter, instead.group(1) if instead else None
 
 
+def chat_message(message: Message) -> dict[str, Any]:
+    """One turn in the API's shape: an assistant turn's tool calls (content null when it says nothing else), a
+    tool turn with the id of the call it answers; any other turn `{"role", "content"}` as before tools existed."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.tool_calls:
+        return {"role": message.role, "content": message.content or None,
+                "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                               for c in message.tool_calls]}
+    return {"role": message.role, "content": message.content}
+
+
+def read_tool_calls(raw: Any) -> tuple[tuple[ToolCall, ...], str | None]:
+    """`message.tool_calls` of a reply -> (the calls in order, None), or ((), why they cannot be read). Arguments
+    are kept as the server sent them (text: `ToolCall.parsed_arguments` judges it; an object, which some servers
+    send, as canonical JSON); a call without an id gets `call_<i>`."""
+    if raw is None:
+        return (), None
+    if not isinstance(raw, list):
+        return (), f"tool_calls is a {type(raw).__name__}, not a list"
+    calls = []
+    for i, entry in enumerate(raw):
+        function = entry.get("function") if isinstance(entry, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            return (), f"tool call {i + 1}: no function name in {str(entry)[:120]}"
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict):
+            arguments = canonical_json(arguments)
+        elif arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            return (), f"tool call {i + 1}: the arguments of {name!r} are a {type(arguments).__name__}"
+        call_id = entry.get("id")
+        calls.append(ToolCall(call_id if isinstance(call_id, str) and call_id else f"call_{i}", name, arguments))
+    return tuple(calls), None
+
+
 def parse_chat_reply(reply: Mapping[str, Any], what: str, request: GenerateRequest,
                      adaptations: tuple[Adaptation, ...] = ()) -> GenerateResponse:
     """A chat completion's body -> GenerateResponse (the answer, the reasoning field apart, usage)."""
@@ -279,8 +325,13 @@ def parse_chat_reply(reply: Mapping[str, Any], what: str, request: GenerateReque
         text, finish_reason = str(message["refusal"]), "refusal"
     if text is None and reasoning is not None:
         text = ""  # cut while thinking: a reasoning field and no answer yet
-    # An empty string is a real (if useless) answer only when the server says why it stopped.
-    if not isinstance(text, str) or (not text and not finish_reason):
+    tool_calls, tool_call_error = read_tool_calls(message.get("tool_calls"))
+    if tool_calls or tool_call_error:
+        text = text or ""  # a reply that only calls tools has no content (null or "")
+        if tool_calls and finish_reason in (None, "stop"):  # some servers say 'stop' after calls
+            finish_reason = "tool_calls"
+    # An empty string is a real (if useless) answer only when the server says why it stopped, or it called tools.
+    if not isinstance(text, str) or (not text and not finish_reason and not (tool_calls or tool_call_error)):
         raise bad_response(what, f"no message content in choice {str(choice)[:120]}")
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
     details = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) else {}
@@ -297,6 +348,8 @@ def parse_chat_reply(reply: Mapping[str, Any], what: str, request: GenerateReque
         reasoning=reasoning,
         reasoning_tokens=int(details.get("reasoning_tokens") or 0),
         adaptations=adaptations,
+        tool_calls=tool_calls,
+        tool_call_error=tool_call_error,
     )
 
 

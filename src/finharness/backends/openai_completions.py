@@ -1,6 +1,6 @@
 """`openai-completions:MODEL@BASE_URL`: an OpenAI-compatible server that also scores log-likelihoods.
 
-Generation is the `openai:` backend's (POST /chat/completions, the same options). Log-likelihoods come
+Generation is the `openai:` backend's (POST /chat/completions, the same options, tool calls included). Log-likelihoods come
 from POST /completions with prompt log-probabilities, which vLLM (and the legacy OpenAI completions
 API) return: `logprobs=echo` (default) asks `echo: true, logprobs: 1` and reads `choices[i].logprobs`
 (`token_logprobs`, `top_logprobs`); `logprobs=prompt` asks vLLM's `prompt_logprobs: 1` and reads

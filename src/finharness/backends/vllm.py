@@ -7,7 +7,9 @@ vLLM itself is not a dependency of finharness: ``pip install vllm`` on a machine
 Status: untested on GPU (no GPU machine was available when it was written). The pure parts (spec
 options, continuation tokens, summing prompt logprobs, batching) are tested without vLLM.
 
-- Chat generations are rendered with the tokenizer's own chat template and sent as token ids.
+- Chat generations are rendered with the tokenizer's own chat template and sent as token ids. A request's
+  tools go to the template (`tools=`) and the reply is read with the strict `<tool_call>` parser of
+  `tool_format` (vLLM's tool-call parsers are part of its OpenAI server, not of `LLM.generate`).
 - vLLM's offline engine is synchronous and batches best when it gets many prompts at once: the
   concurrent requests of a short window are collected (`MicroBatcher`) and sent as one
   ``llm.generate`` call in a worker thread; the next batch gathers while one runs.
@@ -42,8 +44,10 @@ from ..core.types import (
     LoglikelihoodResponse,
     Message,
     TokenLogprob,
+    ToolSpec,
 )
 from .spec_options import split_options
+from .tool_format import openai_tools, template_takes_tools, template_turns, unsupported_tools, with_tool_calls
 
 SCHEME = "vllm"
 INSTALL_HINT = "pip install vllm (on a machine with a GPU; vLLM is not a finharness dependency)"
@@ -380,16 +384,23 @@ class VllmBackend(BaseBackend):
     def count_tokens(self, text: str) -> int | None:
         return len(self._encode(text, False))
 
-    def render_prompt(self, messages: Sequence[Message]) -> str:
-        """The chat as the model sees it: the tokenizer's chat template with the generation prompt.
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> str:
+        """The chat as the model sees it: the tokenizer's chat template with the generation prompt and the tools.
 
         Also used by the runner to count prompt tokens; a model without a template cannot generate,
-        and `generate` says so (the count then falls back to the bare turns)."""
+        and `generate` says so (the count then falls back to the bare turns), as it says so of tools a
+        template cannot show."""
         tokenizer = self.tokenizer()
-        turns = [{"role": m.role, "content": m.content} for m in messages]
+        turns = template_turns(messages)
         if not getattr(tokenizer, "chat_template", None):
             return "\n".join(turn["content"] for turn in turns)
-        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        extra = {"tools": openai_tools(tools)} if tools else {}  # only when asked: a plain chat renders as before
+        return tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True, **extra)
+
+    def render_tokens(self, request: GenerateRequest) -> tuple[str, list[int]]:
+        """The prompt as the model sees it (its tools included) and its token ids: what the runner counts."""
+        prompt_text = self.render_prompt(request.messages, request.tools)
+        return prompt_text, self._encode(prompt_text, False)  # the template writes any BOS itself
 
     def _check_length(self, n_tokens: int, what: str) -> None:
         limit = self._max_model_len()
@@ -418,9 +429,10 @@ class VllmBackend(BaseBackend):
         if not getattr(self.tokenizer(), "chat_template", None):
             raise BackendError(f"{self.spec}: {self.model} has no chat template; use an instruct "
                                "model or a log-likelihood task")
+        if request.tools and not template_takes_tools(self.tokenizer().chat_template):
+            raise unsupported_tools(self.spec, self.model)
         self._engine()
-        prompt_text = self.render_prompt(request.messages)
-        prompt_ids = self._encode(prompt_text, False)  # the template writes any BOS itself
+        prompt_text, prompt_ids = self.render_tokens(request)
         self._check_length(len(prompt_ids), "the prompt")
         params = request.params
         limit, adaptations = None, ()
@@ -429,11 +441,11 @@ class VllmBackend(BaseBackend):
             adaptations = (budgeted,)
         output = await self._submit(EngineJob(prompt_ids, SamplingParams(**sampling_kwargs(params, limit, request.backend_seed))))
         completion = output.outputs[0]
-        return GenerateResponse(adaptations=adaptations,
+        return with_tool_calls(GenerateResponse(adaptations=adaptations,
             text=completion.text, finish_reason=completion.finish_reason or "stop",
             prompt_tokens=len(prompt_ids), completion_tokens=len(completion.token_ids),
             prompt_text=prompt_text,
-            logprobs=token_logprobs(completion.token_ids, completion.logprobs, params.top_logprobs))
+            logprobs=token_logprobs(completion.token_ids, completion.logprobs, params.top_logprobs)), request.tools)
 
     async def loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
         from vllm import SamplingParams

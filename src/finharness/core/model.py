@@ -34,6 +34,7 @@ from .types import (
     LoglikelihoodResponse,
     Message,
     TokenLogprob,
+    ToolSpec,
     to_jsonable,
 )
 
@@ -64,6 +65,10 @@ class RunCounters:
     """Generations that came with thinking (a reasoning text, or reasoning tokens counted)."""
     thinking_truncations: int = 0
     """Generations cut by the token limit while still thinking, before any answer (also in length_stops)."""
+    tool_calls: int = 0
+    """Tool calls the model made, over every generation (parallel calls of one reply each count)."""
+    tool_call_errors: int = 0
+    """Generations whose attempted tool call could not be read (a local model's malformed `<tool_call>`)."""
     budget_truncations: int = 0
     """Prompts cut to fit the budget by a named policy."""
     concurrency_shrinks: int = 0
@@ -296,6 +301,19 @@ def model_state(shared: SharedHandles, backend: Backend, concurrency: int | None
     return state
 
 
+def tool_fields(request: GenerateRequest, resp: GenerateResponse) -> dict[str, Any]:
+    """A generation's trace fields about tools, only those it has (a call without tools gets none, so its trace
+    entry is what it always was): the tools offered (names), the calls made, why a call could not be read."""
+    out: dict[str, Any] = {}
+    if request.tools:
+        out["tools"] = [tool.name for tool in request.tools]
+    if resp.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in resp.tool_calls]
+    if resp.tool_call_error is not None:
+        out["tool_call_error"] = resp.tool_call_error
+    return out
+
+
 class CachedModel:
     """A backend seen through the store: what Task.solve uses (ModelHandle)."""
 
@@ -347,7 +365,14 @@ class CachedModel:
     def count_tokens(self, text: str) -> int | None:
         return self.backend.count_tokens(text)
 
-    def _prompt_tokens(self, msgs: Sequence[Message]) -> int | None:
+    def _prompt_tokens(self, msgs: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int | None:
+        if tools:  # the tool schemas are part of the prompt: count it as the backend renders it, where it can
+            render_tokens = getattr(self.backend, "render_tokens", None)
+            if render_tokens is not None:
+                return len(render_tokens(GenerateRequest(tuple(msgs), tools=tuple(tools)))[1])
+            schemas = self.backend.count_tokens(canonical_json(to_jsonable(list(tools))))
+            rest = self._prompt_tokens(msgs)
+            return None if schemas is None or rest is None else schemas + rest
         render = getattr(self.backend, "render_prompt", None)
         if render is not None:
             return self.backend.count_tokens(render(msgs))
@@ -364,11 +389,11 @@ class CachedModel:
             limits.append(self.budget.max_prompt_tokens)
         return min(limits) if limits else None
 
-    def fits(self, messages: Sequence[Message], max_tokens: int) -> bool | None:
+    def fits(self, messages: Sequence[Message], max_tokens: int, tools: Sequence[ToolSpec] = ()) -> bool | None:
         limit = self._limit(max_tokens)
         if limit is None:
             return None
-        used = self._prompt_tokens(messages)
+        used = self._prompt_tokens(messages, tools)
         return None if used is None else used <= limit
 
     def note_truncation(self, policy: str, detail: str = "") -> None:
@@ -379,7 +404,7 @@ class CachedModel:
         self.trace.append({"role": self.role, "event": event, "detail": detail})
 
     def _apply_budget(self, request: GenerateRequest) -> GenerateRequest:
-        if self.fits(request.messages, request.params.max_tokens) in (True, None):
+        if self.fits(request.messages, request.params.max_tokens, request.tools) in (True, None):
             return request
         limit = self._limit(request.params.max_tokens)
         if self.budget.policy == "error":
@@ -400,7 +425,7 @@ class CachedModel:
             mid = (lo + hi + 1) // 2
             piece = text[len(text) - mid:] if self.budget.policy == "left" else text[:mid]
             msgs[last_user] = Message("user", piece)
-            if self.fits(msgs, request.params.max_tokens):
+            if self.fits(msgs, request.params.max_tokens, request.tools):
                 lo = mid
             else:
                 hi = mid - 1
@@ -516,7 +541,8 @@ class CachedModel:
         continuations; without a tokenizer, estimate_tokens (ESTIMATE_RULE)."""
         if kind == "generate":
             render_tokens = getattr(self.backend, "render_tokens", None)  # llama.cpp: the engine's own token ids
-            counted = len(render_tokens(request)[1]) if render_tokens else self._prompt_tokens(request.messages)
+            counted = (len(render_tokens(request)[1]) if render_tokens
+                       else self._prompt_tokens(request.messages, request.tools))
             if counted is not None:
                 return counted, True
             return sum(estimate_tokens(m.content) for m in request.messages) + 4 * len(request.messages), False
@@ -553,10 +579,13 @@ class CachedModel:
             if resp.truncated:
                 self.counters.length_stops += 1
                 self.counters.thinking_truncations += resp.cut_in_thinking
+            self.counters.tool_calls += len(resp.tool_calls)
+            self.counters.tool_call_errors += resp.tool_call_error is not None
             entry.update(prompt=resp.prompt_text if resp.prompt_text is not None else req_json["messages"],
                          params=req_json["params"], response=resp.text,
                          finish_reason=resp.finish_reason, prompt_tokens=resp.prompt_tokens,
-                         completion_tokens=resp.completion_tokens, retries=resp.retries, **thinking_fields(resp))
+                         completion_tokens=resp.completion_tokens, retries=resp.retries, **thinking_fields(resp),
+                         **tool_fields(request, resp))
         else:
             self.counters.tokens_evaluated += 0 if cache_hit else resp.tokens_evaluated
             entry.update(prompt=request.context, continuations=list(request.continuations),

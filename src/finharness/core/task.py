@@ -22,6 +22,7 @@ from .types import (
     Message,
     Sample,
     Score,
+    ToolSpec,
 )
 
 
@@ -41,8 +42,9 @@ class ModelHandle(Protocol):
 
     def count_tokens(self, text: str) -> int | None: ...
 
-    def fits(self, messages: Sequence[Message], max_tokens: int) -> bool | None:
-        """Whether the rendered prompt plus max_tokens fits the budget (None: cannot tell)."""
+    def fits(self, messages: Sequence[Message], max_tokens: int, tools: Sequence[ToolSpec] = ()) -> bool | None:
+        """Whether the rendered prompt (with the schemas of `tools`) plus max_tokens fits the budget (None: cannot
+        tell)."""
         ...
 
     def note_truncation(self, policy: str, detail: str = "") -> None:
@@ -241,6 +243,22 @@ class Task(ABC):
     @abstractmethod
     def score(self, sample: Sample, prediction: Any) -> Score:
         """Score a prediction; also used by `finharness score` on predictions made elsewhere."""
+
+    predictions_option: ClassVar[str | None] = None
+    """The option through which the task takes answers made elsewhere and grades them with its grading roles
+    (a judge): `finharness score TASK --predictions FILE --judge SPEC` sets it to FILE and runs the task with the
+    judge only. None: the task scores predictions without models (`score` calls score() alone)."""
+
+    def read_prediction(self, obj: Mapping[str, Any]) -> tuple[str, Any] | None:
+        """A line of a predictions file in a layout of the task's own -> (sample id, prediction); None: the line
+        is not in such a layout (`score` then reads the harness's `{"id", "prediction"}`)."""
+        return None
+
+    def prediction_row(self, record: SampleRecord) -> dict[str, Any]:
+        """One row of `finharness score --json`'s `rows`: the sample's id and what its score says."""
+        score = record.score
+        return {"id": record.id, "value": None if score is None else score.value,
+                "extracted": None if score is None else score.extracted, "rule": None if score is None else score.rule}
 
     def close(self) -> None:
         """Release what the task started (a sandbox pool...); the engine calls it when a run ends."""
