@@ -571,10 +571,16 @@ def score(
     method: Optional[str] = typer.Option(None),
     extract: Optional[str] = typer.Option(None, help="Extraction mode: official | robust."),
     mode: Optional[str] = typer.Option(None),
+    grader: Optional[str] = typer.Option(None, help="Grading mode (task-specific, e.g. FinanceBench's rules | "
+                                         "judge)."),
+    judge: Optional[str] = typer.Option(None, help="Model spec of the judge, for a task that grades given answers "
+                                        "with one (its calls are stored: a rerun makes none)."),
     option: list[str] = typer.Option([], "--option", "-o"),
-    as_json: bool = typer.Option(False, "--json", help="Print the results JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results JSON (with a `rows` list: each "
+                                 "prediction's id and grade)."),
 ) -> None:
-    """Score predictions produced elsewhere, with the task's own extraction and scoring."""
+    """Score predictions produced elsewhere, with the task's own extraction and scoring (and its judge, for a task
+    that grades with one)."""
     from .core.hashing import content_key
     from .core.model import RunCounters
     from .core.results import RunConfig, build_results, score_run, write_run
@@ -583,7 +589,13 @@ def score(
     from .data.io import iter_jsonl
 
     ref = _resolve_task(task)
-    task_obj = _make_task(ref, _task_options(split, shots, method, extract, mode, option))
+    task_opts = _task_options(split, shots, method, extract, mode, option)
+    if grader is not None:
+        task_opts["grader"] = grader
+    if judge is not None:
+        _score_with_judge(ref, task_opts, predictions, judge, data_dir, out, as_json)
+        return
+    task_obj = _make_task(ref, task_opts)
     task = ref.label
     started = time.perf_counter()
     try:
@@ -592,6 +604,9 @@ def score(
         known = {s.id for s in samples}
         raw: dict[str, dict[str, Any]] = {}
         for line, obj in iter_jsonl(predictions):
+            own = task_obj.read_prediction(obj)
+            if own is not None:
+                obj = {"id": own[0], "prediction": own[1]}
             if "id" not in obj or "prediction" not in obj:
                 raise DataError('each line needs "id" and "prediction"', path=predictions, line=line)
             sid = str(obj["id"])
@@ -620,12 +635,59 @@ def score(
     if missing:
         results["notes"].append(f"{missing} of {len(samples)} samples have no prediction and are not scored")
         results["counts"]["missing_predictions"] = missing
+    results["rows"] = [task_obj.prediction_row(r) for r in records]
     if out is not None:
         write_run(out, records, results)
     if as_json:
         typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
     else:
         _print_results(results)
+
+
+def _score_with_judge(ref: Any, task_opts: dict[str, Any], predictions: Path, judge: str, data_dir: Path | None,
+                      out: Path | None, as_json: bool) -> None:
+    """`score --judge`: the task takes the given answers through its predictions option and runs with the judge
+    alone; every judge call is stored (OUT/store.sqlite, default a folder of the cache named by the inputs)."""
+    import asyncio
+
+    from .backends import from_spec
+    from .core.backend import SpecError
+    from .core.hashing import content_key
+    from .core.pool import INPUT_ERRORS
+    from .core.runner import RunOptions, run_task
+    from .core.store import RunStore
+    from .data.registry import cache_dir
+
+    name = ref.cls.predictions_option
+    if name is None:
+        fail(f"{ref.label} scores predictions without a judge; leave out --judge")
+    if not predictions.is_file():
+        fail(f"{predictions}: no such file")
+    task_obj = _make_task(ref, {**task_opts, name: str(predictions)})
+    if "judge" not in task_obj.roles:
+        fail(f"{ref.label} with these options grades without a judge (e.g. FinanceBench's --grader judge uses one)")
+    try:
+        backends = {"judge": from_spec(judge)}
+    except SpecError as err:
+        fail(str(err))
+    check_endpoints(backends.values())
+    key = content_key(ref.label, dict(task_opts), str(predictions.resolve()), judge)
+    out = out or cache_dir() / "score" / key[:16]
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with RunStore(out / "store.sqlite") as run_store:
+            result = asyncio.run(run_task(task_obj, backends, run_store,
+                                          RunOptions(data_dir=resolve_data_dir(data_dir), versions=versions()),
+                                          out_dir=out))
+    except INPUT_ERRORS as err:
+        fail(str(err))
+    results = result.results
+    results["rows"] = [task_obj.prediction_row(r) for r in result.records]
+    if as_json:
+        typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
+    else:
+        _print_results(results)
+        typer.echo(f"results: {out / 'results.json'}  (judge calls stored in {out / 'store.sqlite'})")
 
 
 @app.command()

@@ -171,7 +171,7 @@ def test_every_bundled_suite_reads_and_names_real_tasks_and_options():
                 make_task(ref.cls, {**row.options, **row.fallback})
     quick = load_suite("quick")
     benchmarks = {row.benchmark for row in quick.tasks}
-    assert benchmarks == {"demo", "CFinBench", "BizBench", "UCFE", "FinTradeBench"}
+    assert benchmarks == {"demo", "CFinBench", "BizBench", "UCFE", "FinTradeBench", "FinanceBench"}
     assert sum(row.benchmark == "BizBench" for row in quick.tasks) == 8
     assert {row.options.get("mode") for row in quick.tasks if row.benchmark == "FinTradeBench"} == {"norag", "rag"}
 

@@ -114,6 +114,16 @@ def fintrade_scripts(workdir: Path) -> tuple[str, str]:
     return "ftb-model.jsonl", "ftb-judge.jsonl"
 
 
+def agent_script(workdir: Path) -> str:
+    """A three-step episode for any question: read the 3M page, compute on it, answer (rules are matched against
+    the last user or tool message, first match wins)."""
+    rules = [{"match": "page 59 of", "tool_calls": [{"name": "calculator", "arguments": {"expression": "1577 + 0"}}]},
+             {"match": "1577", "reply": "The answer is $1,577 million."},
+             {"match": "", "tool_calls": [{"name": "read_page", "arguments": {"document": "3M_2018_10K", "page": 59}}]}]
+    (workdir / "agent.jsonl").write_text("".join(json.dumps(rule) + "\n" for rule in rules), encoding="utf-8")
+    return "agent.jsonl"
+
+
 def ucfe_args(workdir: Path, data: Path, latency: float) -> list[str]:
     return run_args("ucfe", workdir, "--data-dir", str(data), "-o", "tasks=Analyst", "--limit", "3",
                     "--concurrency", "2", "--model", model(latency, reply=MODEL_REPLY),
@@ -138,6 +148,9 @@ BENCHMARKS = {
         "bizbench/tatqa-e", w, "--data-dir", str(d), "--limit", "10", "--concurrency", "2",
         "--model", model(lat, reply="The answer is [[1,234.5]]."))),
     "ucfe-dialogue": Benchmark("UCFE simulate", "dialogue", ucfe_args, roles=("model", "user"), latency=0.05),
+    "financebench-agent": Benchmark("FinanceBench agent", "episode", lambda w, d, lat: run_args(
+        "financebench", w, "--data-dir", str(d), "-o", "mode=agent", "-o", "dense=off", "--limit", "6",
+        "--concurrency", "1", "--model", model(lat, script=agent_script(w))), concurrency=1),
     "fintradebench": Benchmark("FinTradeBench rag", "retrieval and judging", lambda w, d, lat: run_args(
         "fintradebench", w, "--data-dir", str(d), "--mode", "rag", "-o", "dense=off",
         "-o", f"questions={fintrade_questions(w, d)}",
@@ -250,6 +263,15 @@ def test_kill_mid_sandbox_execution_then_resume(baselines, tmp_path, shared_data
     # one call per sample: a committed call without its sample means the kill hit the program's run
     assert any(killed_mid_sample(k, 1) for k in chain.killed), chain.killed
     assert outcome["counts"]["samples"] == 8
+
+
+def test_kill_mid_episode_then_resume(baselines, tmp_path, shared_data, reliability_tally):
+    baseline = baselines("financebench-agent")
+    assert sum(baseline.keys.values()) == 3 * len(baseline.outcome["samples"])  # three steps an episode
+    chain, outcome = crash_and_resume("financebench-agent", 0, DEFAULT_KILLS, workdir=tmp_path, data=shared_data,
+                                      baseline=baseline, tally=reliability_tally)
+    assert any(killed_mid_sample(k, 3) for k in chain.killed), chain.killed  # a kill fell inside an episode
+    assert all(s["prediction"]["episode"]["stop"] == "answer" for s in outcome["samples"].values())
 
 
 def test_kill_mid_dialogue_then_resume(baselines, tmp_path, shared_data, reliability_tally):

@@ -12,6 +12,7 @@ COMMANDS: dict[str, str] = {
     "ucfe": "finharness.benchmarks.ucfe.cli:ucfe_app",
     "fintradebench": "finharness.benchmarks.fintradebench.cli:fintradebench_app",
     "fintradebench.build": "finharness.benchmarks.fintradebench.construction.cli:build_app",
+    "financebench": "finharness.benchmarks.financebench.cli:financebench_app",
     "data.convert.ideafinbench": "finharness.benchmarks.cfinbench.cli:ideafinbench_command",
     "data.build.secnum": "finharness.benchmarks.bizbench.cli:secnum_command",
     "data.build.tatqa": "finharness.benchmarks.bizbench.cli:tatqa_command",
@@ -23,5 +24,6 @@ REPORT_SECTIONS: dict[str, str] = {
     "bizbench": "finharness.benchmarks.bizbench.report:SECTION",
     "ucfe": "finharness.benchmarks.ucfe.report:SECTION",
     "fintradebench": "finharness.benchmarks.fintradebench.report:SECTION",
+    "financebench": "finharness.benchmarks.financebench.report:SECTION",
 }
 """Benchmark -> its report.sections.ReportSection, in the order the report shows them."""

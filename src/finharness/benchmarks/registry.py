@@ -22,6 +22,7 @@ TASKS: dict[str, str] = {
     "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
     "ucfe": "finharness.benchmarks.ucfe.task:UCFETask",
     "fintradebench": "finharness.benchmarks.fintradebench.task:FinTradeBenchTask",
+    "financebench": "finharness.benchmarks.financebench.task:FinanceBenchTask",
     "bizbench/codetatqa": "finharness.benchmarks.bizbench.task:CodeTatqaTask",
     "bizbench/tatqa-e": "finharness.benchmarks.bizbench.task:TatqaETask",
     "bizbench/secnum": "finharness.benchmarks.bizbench.task:SecNumTask",

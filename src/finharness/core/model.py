@@ -23,7 +23,7 @@ from .hashing import canonical_json, content_key_of_canonical
 from .limiter import AdaptiveLimiter
 from .reasoning import thinking_apart, thinking_fields
 from .retry import RetryPolicy, error_kind
-from .spending import BUDGET_KIND, Spending
+from .spending import BUDGET_KIND, BudgetRefused, Reservation, Spending
 from .store import RunStore
 from .types import (
     OMITTED_AT_DEFAULT,
@@ -482,22 +482,21 @@ class CachedModel:
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
 
-        reserved = None
+        reserved: Reservation | None = None
         if self.spending is not None and self.spending.limited:
-            reserved = self._worst_case(kind, request)
-            refusal = self.spending.admit(self.spec, *reserved)
-            if refusal is not None:  # not a failure: the run stops here and resumes when the budget is raised
-                self.counters.budget_refusals += 1
-                self.trace.append({"role": self.role, "kind": kind, "failed": refusal})
-                raise CallFailed(f"{refusal}; raise it and rerun the same command to resume", attempts=0,
-                                 kind=BUDGET_KIND)
+            try:
+                reserved = self.spending.admit(self.spec, *self._worst_case(kind, request))
+            except BudgetRefused as refusal:
+                raise self._refused(kind, refusal) from None
 
         started: float | None = None
 
         async def attempt() -> Any:
-            nonlocal started
+            nonlocal started, reserved
             if started is None:
                 started = time.perf_counter()  # the latency leaves out the wait for a free slot
+                if reserved is not None:  # a reply that came while this call waited may have reported more
+                    reserved = self.spending.top_up(reserved)  # type: ignore[union-attr]
             try:
                 return await method(request)
             except READ_ERRORS as err:  # a reply the backend could not turn into a response: this call fails
@@ -509,12 +508,15 @@ class CachedModel:
             resp, retries = await self.limiter.call(attempt, self.retry, on_retry=on_retry)
         except (CallFailed, BackendError) as err:
             if reserved is not None:
-                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
+                self.spending.release(reserved)  # type: ignore[union-attr]
             failed = err if isinstance(err, CallFailed) else CallFailed(str(err), attempts=1, kind=error_kind(err))
             raise self._failed(key, kind, req_json, failed) from err
+        except BudgetRefused as refusal:  # the top-up did not fit: never sent
+            self.spending.release(reserved)  # type: ignore[union-attr,arg-type]
+            raise self._refused(kind, refusal) from None
         except BaseException:  # cancelled (Ctrl-C): nothing was charged
             if reserved is not None:
-                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
+                self.spending.release(reserved)  # type: ignore[union-attr]
             raise
         assert started is not None  # a response means an attempt ran
         latency = time.perf_counter() - started
@@ -523,7 +525,7 @@ class CachedModel:
         problem, resp_json = check_reply(kind, resp)
         if problem is not None:  # stored, it would fail the store's commit and every sample waiting on it
             if reserved is not None:  # its usage cannot be read: nothing is charged
-                self.spending.release(self.spec, *reserved)  # type: ignore[union-attr]
+                self.spending.release(reserved)  # type: ignore[union-attr]
             raise self._failed(key, kind, req_json, CallFailed(
                 f"the backend's reply cannot be used: {problem} (this call failed; the run goes on, and the same "
                 "command asks again)", attempts=1, kind="bad_reply"))
@@ -551,6 +553,13 @@ class CachedModel:
         if None not in counts:
             return sum(counts), True  # type: ignore[arg-type]
         return sum(estimate_tokens(t) for t in texts), False
+
+    def _refused(self, kind: str, refusal: BudgetRefused) -> CallFailed:
+        """A call the budget refused, counted and traced: not a failure; the run stops here and resumes when the
+        budget is raised."""
+        self.counters.budget_refusals += 1
+        self.trace.append({"role": self.role, "kind": kind, "failed": str(refusal)})
+        return CallFailed(f"{refusal}; raise it and rerun the same command to resume", attempts=0, kind=BUDGET_KIND)
 
     def _worst_case(self, kind: str, request: Any) -> tuple[int, int]:
         """(prompt tokens, most completion tokens) a call can cost: prompt_size, and a generation's max_tokens plus

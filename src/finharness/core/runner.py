@@ -209,7 +209,7 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
         progress(counters)
 
     # Enough samples in flight to keep every backend slot busy; each model's limiter bounds its calls.
-    slots = max(h.limiter.maximum for h in handles.values())
+    slots = max((h.limiter.maximum for h in handles.values()), default=1)  # a task may grade without models
     in_flight = asyncio.Semaphore(max(4, 2 * slots))
     results: dict[str, dict[str, Any]] = dict(done)
 

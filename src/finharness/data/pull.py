@@ -146,7 +146,8 @@ def _download(client, url: str, part: Path) -> None:
                     return  # nothing left to send: the checksum decides
                 if response.status_code not in (200, 206):
                     part.unlink(missing_ok=True)
-                    raise DataError(f"HTTP {response.status_code} for {url}", path=url,
+                    error = NotAtSource if response.status_code in (404, 410) else DataError
+                    raise error(f"HTTP {response.status_code} for {url}", path=url,
                                     hint="check the mirror URL, or pull from a local copy with --from DIR")
                 resumed = response.status_code == 206 and have > 0 and _resumes_at(response, have)
                 with part.open("ab" if resumed else "wb") as handle:
@@ -289,6 +290,11 @@ def _members_ok(dataset: DatasetSource, dest: Path, archive: DataFile) -> bool:
 
 # --- pull --------------------------------------------------------------------------------------------------
 
+class NotAtSource(DataError):
+    """The source does not hold this one file (a mirror without it, an HTTP 404): the pull goes on with the others
+    and names every such file at the end."""
+
+
 @dataclass
 class _Source:
     """Where one pull takes files from: a mirror folder, a mirror URL, or the dataset's host."""
@@ -315,7 +321,7 @@ class _Source:
         if self.folder is not None:
             origin = self.folder / rel
             if not origin.is_file():
-                raise DataError("file missing from the mirror", path=origin,
+                raise NotAtSource("file missing from the mirror", path=origin,
                                 hint=f"the mirror must hold {self.dataset.local_dir} as in the data root")
             _write_part(_read_local(origin), part)
             return file, str(origin)
@@ -372,6 +378,8 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
     fetched: list[str] = []
     skipped: list[str] = []
     no_source: list[str] = []
+    not_there: list[str] = []
+    first_absence: NotAtSource | None = None
     recorded: list[str] = []
     total = 0
 
@@ -410,6 +418,15 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
                     no_source.append(rel)
                     continue
                 placed, pinned = _place(part, target, *got, dataset=dataset)
+            except NotAtSource as err:  # this file only: the others are still worth having
+                if source is not None or file.url is not None:
+                    not_there.append(rel)
+                    first_absence = first_absence or err
+                    progress(f"[{index}/{len(downloads)}] {rel}: not at the source ({err})")
+                    continue
+                raise DataError(f"{rel}: its upstream path {file.unconfirmed_path!r} is unconfirmed, and {err}",
+                                hint=f"pull it from a local copy: `finharness data pull {name} --from DIR`"
+                                ) from None
             except DataError as err:
                 if origin.from_hub and origin.cached is not None:
                     _forget_cached(origin.cached)
@@ -431,6 +448,12 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
         origin.close()
     if skipped:
         progress(f"{len(skipped)} file(s) of {name} already present and verified in {dest}")
+    if not_there:
+        shown = ", ".join(not_there[:10]) + (" ..." if len(not_there) > 10 else "")
+        raise DataError(f"{len(not_there)} file(s) of {name} are not at the source ({source or 'its host'}): "
+                        f"{shown} (the first: {first_absence}); the other {len(fetched) + len(skipped)} are in "
+                        f"{dest}",
+                        hint="pull again from the dataset's host (without --from), or from a copy that holds them")
     if no_source:
         raise DataError(f"{len(no_source)} file(s) of {name} have no upstream download "
                         f"(derived here, no upstream file): {', '.join(no_source[:5])}"

@@ -167,7 +167,7 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                out: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
     """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then UCFE's judging."""
     from ..backends import from_spec
-    from .run import check_roles
+    from .run import check_roles, does_not_fit
 
     check_roles(rows, judge, user)
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
@@ -180,10 +180,14 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
         for model in models:
             roles = {"model": backends[model], **({"judge": backends[judge]} if judge else {}),
                      **({"user": backends[user]} if user else {})}
+            fitting = [row for row in rows if does_not_fit(row, backends[model]) is None]
             jobs = [(row.spec.id, row.make(), roles, replace(options, limit=row.spec.limit, subset=row.spec.sample,
-                                                             seed=suite.seed)) for row in rows]
-            results += plan_tasks(jobs, store, dry)
-            names += [(row.spec.id, model, row.ref.name) for row in rows]
+                                                             seed=suite.seed)) for row in fitting]
+            planned = iter(plan_tasks(jobs, store, dry))
+            for row in rows:  # a row the model's window cannot hold is a cell that says so, priced at nothing
+                why = does_not_fit(row, backends[model])
+                results.append(ValueError(why) if why else next(planned))
+                names.append((row.spec.id, model, row.ref.name))
         plan = Plan(f"suite {suite.name}", _cells_of(names, results), prices,
                     store=str(store_path) if store is not None else None)
         ucfe = [r for r in rows if r.ref.name == "ucfe"]

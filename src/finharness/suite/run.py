@@ -116,6 +116,15 @@ ProgressFor = Callable[[str, str], Callable[[RunCounters], None] | None]
 """(model spec, row id) -> that run's progress callback."""
 
 
+def does_not_fit(row: PreparedRow, backend: Backend) -> str | None:
+    """Why a model does not run a row: its window is known and smaller than the row's `min_context` (None: it runs)."""
+    window = backend.capabilities.context_length
+    if row.spec.min_context and window and window < row.spec.min_context:
+        return (f"does not fit: the row's prompts need a window of {row.spec.min_context:,} tokens, the model's holds "
+                f"{window:,}")
+    return None
+
+
 def _needed(rows: Sequence[PreparedRow], role: str) -> list[str]:
     return [r.spec.id for r in rows if role in r.roles]
 
@@ -146,14 +155,19 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
     store_path = out / "store.sqlite"
     outcome = SuiteOutcome(manifest={})
     errors: dict[str, dict[str, str]] = {}
+    skipped: dict[str, dict[str, str]] = {}
     runs: dict[str, dict[str, str]] = {r.spec.id: {} for r in rows}
     try:
         for model in models:
             roles = {"model": backends[model], **({"judge": backends[judge]} if judge else {}),
                      **({"user": backends[user]} if user else {})}
-            pool = _run_model(rows, model, roles, out, store_path, options, suite.seed, progress_for)
+            fitting = [r for r in rows if does_not_fit(r, backends[model]) is None]
+            for r in rows:
+                if r not in fitting:
+                    skipped.setdefault(model, {})[r.spec.id] = does_not_fit(r, backends[model])  # type: ignore[assignment]
+            pool = _run_model(fitting, model, roles, out, store_path, options, suite.seed, progress_for)
             outcome.pools[model] = pool
-            for row, task_outcome in zip(rows, pool.tasks):
+            for row, task_outcome in zip(fitting, pool.tasks):
                 if task_outcome.result is not None:
                     runs[row.spec.id][model] = str(task_outcome.out_dir.relative_to(out))
                 else:
@@ -176,7 +190,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
                 close()
     manifest = build_manifest(suite, rows, models=models, judge=judge, user=user, out=out, options=options,
                               runs=runs, errors=errors, ucfe=ucfe, wall_s=time.perf_counter() - started,
-                              store_path=store_path)
+                              store_path=store_path, skipped=skipped)
     atomic_write_text(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
     outcome.manifest = manifest
     return outcome
@@ -218,7 +232,7 @@ def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
                    user: str | None, out: Path, options: RunOptions, runs: Mapping[str, Mapping[str, str]],
                    errors: Mapping[str, Mapping[str, str]], ucfe: Mapping[str, Any] | None, wall_s: float,
-                   store_path: Path) -> dict[str, Any]:
+                   store_path: Path, skipped: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """suite.json: what ran, where each run is, what each model spent over every invocation (docs/suite.md)."""
     by_model: dict[str, dict[str, Any]] = {}
     statuses = []
@@ -227,7 +241,8 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
         for row in rows:
             folder = runs[row.spec.id].get(model)
             if folder is None:
-                statuses.append("missing")
+                if row.spec.id not in (skipped or {}).get(model, {}):  # a row the model's window cannot hold
+                    statuses.append("missing")
                 continue
             results = json.loads((out / folder / "results.json").read_text(encoding="utf-8"))
             statuses.append(results["status"])
@@ -251,6 +266,7 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
                   "paper": r.spec.paper, "limit": r.spec.limit, "sample": r.spec.sample,
                   "runs": dict(runs[r.spec.id])} for r in rows],
         "errors": {m: dict(e) for m, e in errors.items()},
+        "skipped": {m: dict(e) for m, e in (skipped or {}).items()},
         **({"ucfe": dict(ucfe)} if ucfe is not None else {}),
         "cumulative": _sum_counts(list(by_model.values())),
         "by_model": by_model,
@@ -259,4 +275,5 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
     }
 
 
-__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "check_roles", "prepare_rows", "run_suite"]
+__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "check_roles", "does_not_fit", "prepare_rows",
+           "run_suite"]

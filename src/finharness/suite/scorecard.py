@@ -46,7 +46,7 @@ SUITE_FILE = "suite.json"
 STATUSES: tuple[str, ...] = ("complete", "incomplete", "missing")
 
 BENCHMARK_NAMES: Mapping[str, str] = {"cfinbench": "CFinBench", "bizbench": "BizBench", "ucfe": "UCFE",
-                                      "fintradebench": "FinTradeBench", "demo": "demo"}
+                                      "fintradebench": "FinTradeBench", "financebench": "FinanceBench", "demo": "demo"}
 """Task name (or its part before '/') -> benchmark, for run folders that no suite.json describes."""
 
 CFINBENCH_NOTE = ("CFinBench's own score (the paper's): 0.4·single + 0.4·multiple + 0.2·judgment, strict scoring; "
@@ -766,6 +766,7 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
     suite = read_suite(suite_dir)
     models = tuple(str(m) for m in suite["models"])
     errors = suite.get("errors") or {}
+    skipped = suite.get("skipped") or {}
     ucfe = suite.get("ucfe") if isinstance(suite.get("ucfe"), dict) else None
     rows: list[Row] = []
     cells: dict[tuple[str, str], Cell] = {}
@@ -795,7 +796,7 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
             run = runs.get((row_id, model))
             folder = (spec.get("runs") or {}).get(model)
             if run is None:
-                why = (errors.get(model) or {}).get(row_id) or (
+                why = (errors.get(model) or {}).get(row_id) or (skipped.get(model) or {}).get(row_id) or (
                     f"{folder} has no results.json: the run did not finish (suite status "
                     f"{suite.get('status', '?')})" if folder else "the suite has no run of this row for this model")
                 cells[(row_id, model)] = Cell(row_id, model, None, None, None, "missing", str(why), folder)

@@ -35,7 +35,7 @@ SUITES_DIR = Path(__file__).with_name("suites")
 
 SUITE_KEYS = ("name", "description", "seed", "prices", "task")
 TASK_KEYS = ("id", "benchmark", "task", "label", "options", "limit", "sample", "fallback", "fallback_label",
-             "paper")
+             "paper", "min_context")
 
 
 class SuiteError(ValueError):
@@ -75,6 +75,10 @@ class SuiteTask:
 
     paper: str | None = None
     """Which configuration of the paper the row reproduces (said in the docs and the scorecard)."""
+
+    min_context: int | None = None
+    """The context window (tokens) the row's prompts need: a model whose window is known and smaller skips the row
+    (the scorecard says `does not fit`); a model whose window is unknown (an API) runs it."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
         _expect(where, key, raw.get(key), str, "text")
     for key in ("options", "fallback"):
         _expect(where, key, raw.get(key), dict, "a table of task options")
-    for key in ("limit", "sample"):
+    for key in ("limit", "sample", "min_context"):
         if _expect(where, key, raw.get(key), int, "a whole number") is not None and raw[key] < 1:
             raise SuiteError(f"{where}: {key} must be at least 1")
     if raw.get("limit") is not None and raw.get("sample") is not None:
@@ -174,7 +178,8 @@ def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
     label = raw.get("label") or row_id
     return SuiteTask(id=row_id, benchmark=raw.get("benchmark") or label, task=raw["task"], label=label,
                      options=dict(raw.get("options") or {}), limit=raw.get("limit"), sample=raw.get("sample"),
-                     fallback=raw.get("fallback"), fallback_label=raw.get("fallback_label"), paper=raw.get("paper"))
+                     fallback=raw.get("fallback"), fallback_label=raw.get("fallback_label"), paper=raw.get("paper"),
+                     min_context=raw.get("min_context"))
 
 
 def load_suite(name_or_path: str) -> Suite:
