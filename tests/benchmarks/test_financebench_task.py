@@ -192,3 +192,29 @@ def test_a_broken_line_is_named(shared_data, tmp_path):
                 root / "financebench" / "data")
     with pytest.raises(Exception, match=r"financebench_open_source\.jsonl:2: .*answer"):
         task().load(root)
+
+
+def test_grade_check_gives_the_papers_accuracy_beside_the_graders(shared_data):
+    released = shared_data / "financebench" / "results" / "gpt-4_sharedStore.jsonl"
+    rows = [json.loads(line) for line in released.read_text(encoding="utf-8").splitlines()]
+    done = run_cli("financebench", "grade-check", "--results", str(released), "--data-dir", str(shared_data), "--json")
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    (only,) = figures["files"]
+    correct = sum(r["label"] == "Correct Answer" for r in rows)
+    assert only["human_accuracy"]["value"] == pytest.approx(correct / 150)  # the paper's table, from the labels
+    assert only["n"] == 150 and 0 <= only["agreement"]["ci95"][0] <= only["agreement"]["value"]
+    assert sum(map(sum, figures["pooled"]["confusion"]["matrix"])) == 150
+
+
+def test_grade_check_with_a_judge_stores_its_calls(shared_data, tmp_path):
+    released = shared_data / "financebench" / "results" / "gpt-4_sharedStore.jsonl"
+    args = ["financebench", "grade-check", "--results", str(released), "--data-dir", str(shared_data),
+            "--judge", "fake?name=judge&reply=VERDICT: incorrect", "--out", str(tmp_path / "gc"), "--json"]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr
+    again = run_cli(*args)
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+    assert "0 judge calls made" in again.stderr.splitlines()[-1]  # every verdict from the store
+    rules = json.loads(first.stdout)["pooled"]["rules"]
+    assert "judge" in rules  # the undecided answers were graded by the judge

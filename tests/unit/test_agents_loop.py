@@ -172,3 +172,18 @@ def test_sec_tools_are_point_in_time_and_read_xbrl_facts(shared_data):
     assert "Management" in use(late, "read_section", ticker="AAPL", filed="2024-11-01", section="item 7")
     with pytest.raises(ToolError, match="the tickers are AAPL"):
         use(late, "xbrl_fact", ticker="ZZZ", concept="Revenues")
+
+
+def test_lenient_reading_runs_untagged_calls_and_still_counts_them(tmp_path):
+    untagged = {"text": '{"name": "calculator", "arguments": {"expression": "6*7"}}',
+                "tool_call_error": "tool call 1: written without <tool_call> tags"}
+    strict, _ = episode(tmp_path, [untagged, "stopped"], [calculator()], name="strict")
+    assert strict.steps[0].tools == [] and strict.summary()["parse_failures"] == 1
+    lenient_fake = FakeBackend(replies=[untagged, "42"], name="lenient")
+    models = fake_models(tmp_path / "lenient", model=lenient_fake)
+    result = asyncio.run(run_episode(models.model, QUESTION, [calculator()], AgentLimits(),
+                                     GenerateParams(max_tokens=64), lenient=True))
+    assert [t.result for t in result.steps[0].tools] == ["42"] and result.answer == "42"
+    assert result.summary()["parse_failures"] == 1 and result.summary()["read_untagged"] == 1
+    sent = lenient_fake.requests[1].messages
+    assert sent[2].tool_calls[0].name == "calculator" and sent[3].role == "tool"

@@ -107,3 +107,17 @@ def test_plain_turns_stay_role_and_content_and_calls_carry_objects():
     assert turns[1] == {"role": "tool", "content": "3", "tool_call_id": "call_0", "name": "add"}
     assert template_takes_tools("{% if tools %}x{% endif %}") and not template_takes_tools("{{ messages }}")
     assert not template_takes_tools(None)
+
+
+def test_read_untagged_reads_bare_calls_as_strictly_as_tagged_ones():
+    from finharness.backends.tool_format import read_untagged
+
+    names = ["add", "search"]
+    (call,) = read_untagged('```json\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n```', names)
+    assert (call.id, call.name, call.arguments) == ("call_0", "add", '{"a":1,"b":2}')
+    both = read_untagged('[{"name": "add", "arguments": {}}, {"name": "search", "arguments": {"query": "x"}}]', names)
+    assert [c.name for c in both] == ["add", "search"] and [c.id for c in both] == ["call_0", "call_1"]
+    assert read_untagged('{"name": "nope", "arguments": {}}', names) == ()  # an unknown tool
+    assert read_untagged('{"name": "add", "parameters": {}}', names) == ()  # the format's keys only
+    assert read_untagged("The answer is 3.", names) == ()
+    assert read_untagged('<think>{"name": "add", "arguments": {}}', names) == ()  # cut while thinking

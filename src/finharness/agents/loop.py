@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
+from ..backends.tool_format import read_untagged
 from ..core.types import GenerateParams, GenerateRequest, Message, ToolCall, ToolCallError, ToolSpec
 
 STOPS = ("answer", "steps", "tokens", "time", "tool_errors", "context", "length")
@@ -112,6 +113,8 @@ class Step:
     tools: list[ToolRun] = field(default_factory=list)
     parse_error: str | None = None
     """The backend could not read the tool call the reply attempted."""
+    read_untagged: bool = False
+    """The reply's calls were written without their tags and read anyway (run_episode's `lenient`)."""
 
     def to_json(self) -> dict[str, Any]:
         # no latency (the sample's trace has each call's): the same episode run twice is the same prediction
@@ -119,6 +122,8 @@ class Step:
                "completion_tokens": self.completion_tokens, "tools": [t.to_json() for t in self.tools]}
         if self.parse_error:
             out["parse_error"] = self.parse_error
+        if self.read_untagged:
+            out["read_untagged"] = True
         return out
 
 
@@ -140,7 +145,8 @@ class Episode:
         """The numbers results.json and the scorecard show."""
         runs = [t for s in self.steps for t in s.tools]
         return {"steps": len(self.steps), "tool_calls": len(runs), "tool_errors": sum(t.error for t in runs),
-                "parse_failures": sum(1 for s in self.steps if s.parse_error), "gave_up": self.gave_up,
+                "parse_failures": sum(1 for s in self.steps if s.parse_error),
+                "read_untagged": sum(1 for s in self.steps if s.read_untagged), "gave_up": self.gave_up,
                 "tokens": sum(s.prompt_tokens + s.completion_tokens for s in self.steps),
                 "calls_by_tool": dict(Counter(t.name for t in runs))}
 
@@ -178,9 +184,11 @@ async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> ToolRun:
 
 
 async def run_episode(model: Any, messages: Sequence[Message], tools: Sequence[Tool], limits: AgentLimits,
-                      params: GenerateParams = GenerateParams()) -> Episode:
+                      params: GenerateParams = GenerateParams(), *, lenient: bool = False) -> Episode:
     """Run one episode from `messages` (the task's system prompt and question) with `tools` (see the module
-    docstring for how it stops). `model` is a ModelHandle (core/task.py): every step is a stored call."""
+    docstring for how it stops). `model` is a ModelHandle (core/task.py): every step is a stored call. `lenient`:
+    a reply that writes its calls without the `<tool_call>` tags (backends/tool_format.read_untagged) is still a
+    parse failure, counted, but its calls are run; strict (the default) answers it with what was wrong."""
     by_name = {t.spec.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("two tools share a name")
@@ -200,19 +208,23 @@ async def run_episode(model: Any, messages: Sequence[Message], tools: Sequence[T
         episode.steps.append(step)
         tokens += reply.prompt_tokens + reply.completion_tokens
         seconds += step.latency_s
-        if reply.tool_call_error:
+        calls = reply.tool_calls
+        if reply.tool_call_error and lenient:
+            calls = read_untagged(reply.text, by_name)
+            step.read_untagged = bool(calls)
+        if reply.tool_call_error and not calls:
             errors += 1
             conversation += [Message("assistant", reply.text),
                              Message("user", f"Your tool call could not be read: {reply.tool_call_error}. Call a tool "
                                              "with a JSON object of arguments, or give your final answer.")]
-        elif not reply.tool_calls:
+        elif not calls:
             episode.answer = reply.text
             episode.stop = "length" if reply.finish_reason == "length" else "answer"
             episode.detail = f"answered after {len(episode.steps)} steps"
             return episode
         else:
-            conversation.append(Message("assistant", reply.text, tool_calls=reply.tool_calls))
-            for call in reply.tool_calls:
+            conversation.append(Message("assistant", "" if step.read_untagged else reply.text, tool_calls=calls))
+            for call in calls:
                 ran = await run_tool(by_name, call)
                 step.tools.append(ran)
                 errors += ran.error

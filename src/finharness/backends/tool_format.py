@@ -164,6 +164,28 @@ def _untagged_call(answer: str) -> str | None:
     return None
 
 
+def read_untagged(text: str, tool_names: Iterable[str]) -> tuple[ToolCall, ...]:
+    """The calls of a reply written without its tags (the whole answer one JSON object with `name` and `arguments`,
+    or a list of them, in a ``` fence or not), each read as strictly as a tagged block; () when the reply is not
+    that, or any of its calls is malformed. For a caller that chooses to accept such replies (an agent episode's
+    `lenient` reading), never for the backend's own parse."""
+    start = _answer_start(text)
+    if start is None or _untagged_call(text[start:]) is None:
+        return ()
+    body = text[start:].strip()
+    if body.startswith("```"):
+        body = body[3:-3].removeprefix("json").strip()
+    value = json.loads(body)
+    known = list(tool_names)
+    calls = []
+    for index, item in enumerate(value if isinstance(value, list) else [value]):
+        call, problem = _read_call(json.dumps(item), index, known)
+        if problem is not None:
+            return ()
+        calls.append(call)
+    return tuple(calls)  # type: ignore[arg-type]
+
+
 def _read_call(body: str, index: int, known: list[str]) -> tuple[ToolCall | None, str | None]:
     """(the call a block holds, None) or (None, what is wrong with it)."""
     stripped = body.strip()

@@ -12,6 +12,8 @@ and accuracies: binomial; κ: a seeded bootstrap over answers, stats/agreement.p
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -134,10 +136,12 @@ def graded_rows(files: Sequence[Path], root: Path, *, judge: Any = None, out: Pa
         if folder is None:
             predictions = {s.id: {"answer": task._answers[s.id]} for s in samples}
         else:
+            print(f"grade-check: {path.stem} ({files.index(path) + 1} of {len(files)}): the judge grades what the "
+                  "rules leave undecided", file=sys.stderr, flush=True)
             with RunStore(folder / "store.sqlite") as store:
                 result = asyncio.run(run_task(task, {"judge": judge}, store,
                                               RunOptions(data_dir=root, concurrency=concurrency),
-                                              out_dir=folder / path.stem))
+                                              out_dir=folder / path.stem, progress=_progress_line(path.stem)))
             predictions = {r.id: r.prediction for r in result.records if r.failed is None}
         for sample in samples:
             if sample.id not in predictions or sample.id not in labels:
@@ -147,6 +151,21 @@ def graded_rows(files: Sequence[Path], root: Path, *, judge: Any = None, out: Pa
                                grade.decided or grade.rule == "judge", str(sample.metadata["question_type"]),
                                bool(sample.metadata["numeric"])))
     return rows
+
+
+def _progress_line(name: str) -> Any:
+    """A progress callback printing one line every 10 s at most: samples done, judge calls made and stored."""
+    last = [0.0]
+
+    def show(counters: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < 10 and counters.samples_done < counters.samples_total:
+            return
+        last[0] = now
+        print(f"  {name}: {counters.samples_done}/{counters.samples_total} answers, {counters.calls} judge calls "
+              f"made, {counters.cache_hits} from the store", file=sys.stderr, flush=True)
+
+    return show
 
 
 # --- printing ---------------------------------------------------------------------------------------------

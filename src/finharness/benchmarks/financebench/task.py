@@ -27,8 +27,8 @@ See grading.py and docs/benchmarks/financebench.md for what each was measured to
 model_answer) instead of asking a model: `finharness score financebench --predictions FILE` uses it.
 
 Scores: value 1 for a correct answer (headline `accuracy`); values `incorrect` and `refusal` (shares); in agent
-mode `agent.steps`, `agent.tool_calls`, `agent.tool_errors`, `agent.parse_failures`, `agent.gave_up`,
-`agent.tokens` per episode and `agent.calls.TOOL` per tool. Groups: question_type, question_reasoning, numeric.
+mode `agent.steps`, `agent.tool_calls`, `agent.tool_errors`, `agent.parse_failures`, `agent.read_untagged`,
+`agent.gave_up`, `agent.tokens` per episode and `agent.calls.TOOL` per tool. Groups: question_type, question_reasoning, numeric.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class FinanceBenchOptions:
     """Everything that changes FinanceBench's requests or grades (the task's part of the run key)."""
 
     CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {"mode": MODES, "grader": GRADERS, "fit": FIT_POLICIES,
-                                                      "dense": ("auto", "on", "off")}
+                                                      "dense": ("auto", "on", "off"), "calls": ("strict", "lenient")}
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "top_k", "max_steps", "max_tool_errors")
 
     mode: str = "closed-book"
@@ -95,6 +95,10 @@ class FinanceBenchOptions:
     where the first one would have)."""
     max_tool_errors: int = 3
     """Agent: failed tool calls (an error, unreadable arguments, an unknown tool) before the episode gives up."""
+    calls: str = "strict"
+    """Agent: 'strict' (a call written without its `<tool_call>` tags is a parse failure, answered with what was
+    wrong) or 'lenient' (still counted as a parse failure, but its calls are run: what the model can do with tools
+    apart from the format)."""
     answers: str | None = None
     """A JSONL of answers made elsewhere (financebench_id, model_answer): grade them, ask no model."""
 
@@ -141,6 +145,8 @@ class FinanceBenchTask(Task):
         if settings.mode == "agent":
             key.update(max_steps=settings.max_steps, max_episode_tokens=settings.max_episode_tokens,
                        max_seconds=settings.max_seconds, max_tool_errors=settings.max_tool_errors)
+            if settings.calls != "strict":
+                key["calls"] = settings.calls
         if settings.answers:
             key["answers"] = str(Path(settings.answers).resolve())
         return key
@@ -289,7 +295,8 @@ class FinanceBenchTask(Task):
         s = self.settings
         limits = AgentLimits(max_steps=s.max_steps, max_tokens=s.max_episode_tokens, max_seconds=s.max_seconds,
                              max_tool_errors=s.max_tool_errors)
-        return await run_episode(model, prompts.agent_messages(q.question), self._agent_tools, limits, self.params)
+        return await run_episode(model, prompts.agent_messages(q.question), self._agent_tools, limits, self.params,
+                                 lenient=s.calls == "lenient")
 
     # --- grading ------------------------------------------------------------------------------------
 
@@ -382,7 +389,7 @@ def episode_values(episode: Mapping[str, Any]) -> dict[str, float]:
     """An episode's per-sample numbers (Score.values)."""
     summary = episode.get("summary", {})
     values = {f"agent.{k}": float(summary.get(k, 0)) for k in
-              ("steps", "tool_calls", "tool_errors", "parse_failures", "tokens")}
+              ("steps", "tool_calls", "tool_errors", "parse_failures", "read_untagged", "tokens")}
     values["agent.gave_up"] = float(bool(summary.get("gave_up")))
     for tool, count in (summary.get("calls_by_tool") or {}).items():
         values[f"agent.calls.{tool}"] = float(count)
