@@ -187,3 +187,17 @@ def test_lenient_reading_runs_untagged_calls_and_still_counts_them(tmp_path):
     assert result.summary()["parse_failures"] == 1 and result.summary()["read_untagged"] == 1
     sent = lenient_fake.requests[1].messages
     assert sent[2].tool_calls[0].name == "calculator" and sent[3].role == "tool"
+
+
+def test_a_dry_run_plans_an_episode_at_its_step_limit(tmp_path):
+    from finharness.core.model import RunCounters
+    from finharness.core.plan import DryRun, PlannedModel, TaskPlan
+
+    class Hosted(FakeBackend):  # no planned reply of its own, as an API model
+        planned_reply = None
+
+    plan = TaskPlan("agent", "", [])
+    handle = PlannedModel(Hosted(name="hosted"), None, RunCounters(), plan=plan, dry=DryRun())
+    result = asyncio.run(run_episode(handle.bind([]), QUESTION, [calculator()], AgentLimits(max_steps=5),
+                                     GenerateParams(max_tokens=32)))
+    assert result.stop == "steps" and plan.tally(handle.spec, "model").calls == 5

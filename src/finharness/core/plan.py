@@ -149,6 +149,8 @@ class TaskPlan:
     """Sample id -> why it would fail (a prompt that does not fit...)."""
     stored_scores: list[float] = field(default_factory=list)
     """Headline scores of the finished samples (the per-item spread of this task and model)."""
+    notes: list[str] = field(default_factory=list)
+    """What the task says about how it was planned (Task.plan_notes: an agent's calls are a bound)."""
 
     @property
     def exact(self) -> bool:
@@ -195,6 +197,9 @@ class PlannedModel(CachedModel):
         self.plan = plan
         self.dry = dry
         self.tally = plan.tally(self.spec, role)
+        self.longest_course = getattr(backend, "planned_reply", None) is None
+        """Calls are answered by stand-ins, not the backend's own replies: a loop that ends when the model says so
+        (an agent episode) takes its longest course, so its calls and tokens are bounds."""
 
     def bind(self, trace: list[dict[str, Any]], draw: int = 0) -> "PlannedModel":
         return PlannedModel(self.backend, self.store, self.counters, plan=self.plan, dry=self.dry, role=self.role,
@@ -345,6 +350,7 @@ async def plan_task(task: Task, backends: Mapping[str, Backend], store: RunStore
                 plan.failed[sid] = task_error(task.name, "solve", err)
     finally:
         task.close()
+    plan.notes += task.plan_notes()
     if store is not None:
         _note_earlier_runs(plan, store, task.name, {role: s["identity"] for role, s in states.items()}, handles)
     return plan

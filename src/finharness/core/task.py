@@ -260,6 +260,10 @@ class Task(ABC):
         return {"id": record.id, "value": None if score is None else score.value,
                 "extracted": None if score is None else score.extracted, "rule": None if score is None else score.rule}
 
+    def plan_notes(self) -> list[str]:
+        """What a dry run must say about this task's plan (e.g. that an agent's calls are a bound); default none."""
+        return []
+
     def close(self) -> None:
         """Release what the task started (a sandbox pool...); the engine calls it when a run ends."""
 

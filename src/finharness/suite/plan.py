@@ -253,6 +253,8 @@ def _with_notes(plan: Plan, backends: Any) -> Plan:
     if inexact:
         plan.notes.append(f"{', '.join(inexact)}: {UPPER_BOUND}")
     for cell in plan.cells:
+        for note in dict.fromkeys(cell.plan.notes if cell.plan is not None else ()):
+            plan.notes.append(f"{cell.row} on {cell.model}: {note}")
         if cell.plan is not None and cell.plan.failed:
             first = next(iter(cell.plan.failed.values()))
             plan.notes.append(f"{cell.row} on {cell.model}: {len(cell.plan.failed)} item(s) would fail, e.g. {first}")

@@ -357,6 +357,12 @@ class FinanceBenchTask(Task):
             extra["agent"] = agent_summary(r.prediction for r in scored)
         return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
 
+    def plan_notes(self) -> list[str]:
+        if self.settings.mode != "agent":
+            return []
+        return [f"agent episodes are planned at their step limit ({self.settings.max_steps} calls each, each prompt "
+                "growing by a stand-in reply): a bound, a run stops at the first answer"]
+
     def close(self) -> None:
         if self._agent_tools is not None:
             for tool in self._agent_tools:
