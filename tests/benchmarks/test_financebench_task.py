@@ -218,3 +218,25 @@ def test_grade_check_with_a_judge_stores_its_calls(shared_data, tmp_path):
     assert "0 judge calls made" in again.stderr.splitlines()[-1]  # every verdict from the store
     rules = json.loads(first.stdout)["pooled"]["rules"]
     assert "judge" in rules  # the undecided answers were graded by the judge
+
+
+def test_an_agent_run_end_to_end_on_the_scripted_fake_and_its_episodes_in_the_report(shared_data, tmp_path):
+    rules = [{"match": "page 59 of", "tool_calls": [{"name": "calculator", "arguments": {"expression": "1577 + 0"}}]},
+             {"match": "1577", "reply": "The FY2018 capital expenditure was $1,577 million."},
+             {"match": "", "tool_calls": [{"name": "read_page", "arguments": {"document": "3M_2018_10K", "page": 59}}]}]
+    script = tmp_path / "agent.jsonl"
+    script.write_text("".join(json.dumps(rule) + "\n" for rule in rules), encoding="utf-8")
+    out = tmp_path / "run"
+    done = run_cli("run", "financebench", "-o", "mode=agent", "-o", "dense=off", "--limit", "1", "--data-dir",
+                   str(shared_data), "--model", f"fake?name=agent&script={script}", "--out", str(out), "-q")
+    assert done.returncode == 0, done.stderr
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["metrics"]["accuracy"]["value"] == 1.0
+    assert results["metrics"]["agent.steps"]["value"] == 3 and results["metrics"]["agent.tool_calls"]["value"] == 2
+    assert results["extra"]["agent"] == {"stops": {"answer": 1}, "calls_by_tool": {"read_page": 1, "calculator": 1}}
+    assert results["counts"]["tool_calls"] == 2
+    html = tmp_path / "report.html"
+    assert run_cli("report", str(out), "--html", str(html)).returncode == 0
+    page = html.read_text(encoding="utf-8")
+    assert "Episodes of run" in page and "<b>read_page</b>" in page and "[3M_2018_10K page 59 of 160]" in page
+    assert "$1,577 million" in page

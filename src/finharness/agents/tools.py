@@ -141,6 +141,15 @@ class Library:
 SNIPPET_CHARS = 500
 """Characters of each search hit shown (the model reads a whole page with read_page)."""
 
+_BLANK_RUNS = re.compile(r"[ \t]*\n(?:[ \t]*\n)+")
+_TRAILING = re.compile(r"[ \t]+\n")
+
+
+def compact(text: str) -> str:
+    """A page as the model reads it: lines that hold only spaces dropped and trailing spaces cut (a PDF table comes
+    out one cell a line with blank lines between, which costs tokens and says nothing)."""
+    return _BLANK_RUNS.sub("\n", _TRAILING.sub("\n", text)).strip()
+
 
 def document_tools(library: Library) -> list[FunctionTool]:
     """list_documents, search and read_page over `library`."""
@@ -175,7 +184,8 @@ def document_tools(library: Library) -> list[FunctionTool]:
         found = library.index().search(query, k=k, encoder=library.encoder(), where=where)
         if not found:
             return "no passage matches"
-        return "\n\n".join(f"[{f.passage.doc} page {f.passage.page}]\n{f.passage.text[:SNIPPET_CHARS]}" for f in found)
+        return "\n\n".join(f"[{f.passage.doc} page {f.passage.page}]\n{compact(f.passage.text)[:SNIPPET_CHARS]}"
+                             for f in found)
 
     def read_page(arguments: dict[str, Any]) -> str:
         document = document_argument(arguments, required=True)
@@ -183,7 +193,7 @@ def document_tools(library: Library) -> list[FunctionTool]:
         pages = library.pages(document)  # type: ignore[arg-type]
         if not isinstance(page, int) or not 0 <= page < len(pages):
             raise ToolError(f"{document} has pages 0 to {len(pages) - 1}; give the page as a whole number")
-        return f"[{document} page {page} of {len(pages)}]\n{pages[page]}"
+        return f"[{document} page {page} of {len(pages)}]\n{compact(pages[page])}"
 
     text = {"type": "string"}
     return [
