@@ -95,9 +95,31 @@ def unknown_task(spec: str) -> KeyError:
                     f"{TASK_GROUP!r}, or a file as path/to/task.py:ClassName")
 
 
+def is_task_file(spec: str) -> bool:
+    """A task declared in a TOML file (benchmarks/from_data): `path/to/my-exam.toml`."""
+    return spec.endswith(".toml")
+
+
+def task_file_ref(spec: str) -> TaskRef:
+    """The TaskRef of a TOML task file: its own DataTask class, the file's sha256 in every run key."""
+    from ..data.registry import sha256_file
+    from .from_data.spec import FileError, read_task_file
+    from .from_data.task import data_task_class
+
+    try:
+        declared = read_task_file(spec)
+    except FileError as err:
+        raise PluginError(str(err)) from None
+    path = declared.path.resolve()
+    return TaskRef(spec=spec, cls=data_task_class(declared), source=Source("file", str(path)),
+                   fingerprint={"task_file": str(path), "sha256": sha256_file(path)}, locator=str(path))
+
+
 def resolve_task(spec: str) -> TaskRef:
-    """A built-in name, an entry-point name, or FILE.py[:Class]. Unknown name: KeyError; a file or entry point
-    that cannot be loaded or is not a Task: PluginError (a ValueError) naming it."""
+    """A built-in name, an entry-point name, FILE.py[:Class] or FILE.toml (a task declared in data). Unknown name:
+    KeyError; a file or entry point that cannot be loaded or is not a Task: PluginError (a ValueError) naming it."""
+    if is_task_file(spec):
+        return task_file_ref(spec)
     found = resolve(spec, TASKS, TASK_GROUP, base=Task, files=True)
     if found is None:
         raise unknown_task(spec)
