@@ -7,14 +7,26 @@ reserves the call's worst case (its prompt tokens, counted with the model's toke
 else 4 characters a token, plus max_tokens and any thinking budget) and refuses the call when that would take the
 spent tokens or cost past the budget; once one call is refused, every later one is too, so a run stops cleanly with
 everything committed. After a call its real tokens and cost are charged and the reservation released.
+
+A server may report more than a call asked for (a reasoning model or a server that ignores max_tokens): what it
+reports is charged, all of it, at once. Its excess over the reservation is then held on top of every later call
+of that spec (`margin`), and a call admitted before the excess was known is topped up before it is sent
+(`top_up`), so no call is sent past the budget on a reservation known to be short. A reply that takes the spent
+tokens or cost past the budget stops the run like a refusal, and the reason says by how much the server reported
+more than asked. The budget can therefore be crossed only by the calls already sent when their replies came
+back: spent <= budget + the sum, over the calls in flight at the last admission, of what each was charged beyond
+its reservation.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
 
 BUDGET_KIND = "budget"
 """The failure kind of a call the budget refused (CallFailed.kind): a rerun with a higher budget resumes."""
@@ -62,6 +74,67 @@ def price_for(prices: Mapping[str, Price], spec: str) -> Price | None:
     return prices.get(spec) or prices.get(model_name(spec))
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """What one admitted call holds against the budget until it is charged or released."""
+
+    spec: str
+    """The backend's spec (its price, its margin)."""
+
+    prompt_tokens: int
+    """The call's prompt tokens as counted before it (the model's tokenizer, else an estimate)."""
+
+    completion_tokens: int
+    """The most completion tokens the call asks for: max_tokens plus any thinking budget."""
+
+    margin_prompt: int = 0
+    """Prompt tokens held on top: the most that an earlier reply of this spec reported beyond the count."""
+
+    margin_completion: int = 0
+    """Completion tokens held on top: the most that an earlier reply of this spec reported beyond what it asked."""
+
+    cost: float = 0.0
+    """USD held (the price of the tokens held; 0: unpriced)."""
+
+    @property
+    def tokens(self) -> int:
+        """Tokens held, margins included."""
+        return self.prompt_tokens + self.completion_tokens + self.margin_prompt + self.margin_completion
+
+
+class BudgetRefused(Exception):
+    """A call the budget did not admit; the message says why (`budget reached: ...`)."""
+
+
+@dataclass
+class OverReport:
+    """Replies of one spec that reported more tokens than their calls asked for (or than their prompts counted)."""
+
+    calls: int = 0
+    """Replies that reported more than their call asked for."""
+
+    excess_tokens: int = 0
+    """Tokens charged beyond what those calls asked for (prompt count plus completion ceiling), all together."""
+
+    most_completion: tuple[int, int] = (0, 0)
+    """(completion tokens reported, completion tokens asked) of the reply that exceeded its ask the most."""
+
+    most_prompt: tuple[int, int] = (0, 0)
+    """(prompt tokens reported, prompt tokens counted before the call) of the reply that exceeded its count most."""
+
+    def describe(self, spec: str) -> str:
+        parts = []
+        reported, asked = self.most_completion
+        if reported > asked:
+            parts.append(f"up to {reported:,} completion tokens where a call asked for at most {asked:,} "
+                         f"({reported - asked:,} more)")
+        reported, counted = self.most_prompt
+        if reported > counted:
+            parts.append(f"up to {reported:,} prompt tokens where {counted:,} were counted ({reported - counted:,} more)")
+        return (f"{spec} reported more than its calls asked for: {self.calls:,} call(s), "
+                f"{' and '.join(parts)}; {self.excess_tokens:,} token(s) in all beyond what they asked for")
+
+
 @dataclass
 class Spending:
     """Tokens and cost spent by the calls made (not those served from the store), against an optional budget."""
@@ -87,12 +160,15 @@ class Spending:
     refused: int = 0
     """Calls the budget refused."""
 
-    reached: str | None = None
-    """Why the budget stopped the run (None: it has not)."""
-
     by_spec: dict[str, dict[str, Any]] = field(default_factory=dict)
     """spec -> {"calls", "prompt_tokens", "completion_tokens", "cost_usd"} charged so far."""
 
+    over_reports: dict[str, OverReport] = field(default_factory=dict)
+    """spec -> its replies that reported more than their calls asked for (only while a budget is set)."""
+
+    _stop: str | None = None
+    _margins: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """spec -> (prompt, completion) tokens its replies reported beyond their reservations, at most."""
     _reserved_tokens: int = 0
     _reserved_cost: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -101,45 +177,99 @@ class Spending:
     def limited(self) -> bool:
         return self.max_tokens is not None or self.max_cost is not None
 
-    def admit(self, spec: str, prompt_tokens: int, completion_ceiling: int) -> str | None:
-        """Reserve a call's worst case; None when it fits the budget, else why it was refused (and from then on
-        every call is). A call admitted must be charged or released."""
-        price = price_for(self.prices, spec)
-        cost = price.cost(prompt_tokens, completion_ceiling) if price else 0.0
-        tokens = prompt_tokens + completion_ceiling
+    @property
+    def reached(self) -> str | None:
+        """Why the budget stopped the run (None: it has not), with what servers reported beyond their calls' ask."""
         with self._lock:
-            if self.reached is None:
-                if self.max_tokens is not None and self.tokens + self._reserved_tokens + tokens > self.max_tokens:
-                    held = f" and {self._reserved_tokens:,} held for calls in flight" if self._reserved_tokens else ""
-                    self.reached = (f"the token budget of {self.max_tokens:,} (spent {self.tokens:,}{held} when the "
-                                    f"next call could take up to {tokens:,} more)")
-                elif self.max_cost is not None and self.cost + self._reserved_cost + cost > self.max_cost:
-                    held = f" and ${self._reserved_cost:.4f} held for calls in flight" if self._reserved_cost else ""
-                    self.reached = (f"the cost budget of ${self.max_cost:.4f} (spent ${self.cost:.4f}{held} when the "
-                                    f"next call could cost up to ${cost:.4f} more)")
-            if self.reached is not None:
-                self.refused += 1
-                return f"budget reached: {self.reached}"
-            self._reserved_tokens += tokens
-            self._reserved_cost += cost
-            return None
+            if self._stop is None:
+                return None
+            parts = [self._stop]
+            if self.max_tokens is not None and self.tokens > self.max_tokens:
+                parts.append(f"replies of calls already in flight took the spent tokens to {self.tokens:,}, "
+                             f"{self.tokens - self.max_tokens:,} past it")
+            if self.max_cost is not None and self.cost > self.max_cost:
+                parts.append(f"replies of calls already in flight took the cost to ${self.cost:.4f}, "
+                             f"${self.cost - self.max_cost:.4f} past it")
+            parts.extend(o.describe(spec) for spec, o in sorted(self.over_reports.items()))
+            return "; ".join(parts)
 
-    def release(self, spec: str, prompt_tokens: int, completion_ceiling: int) -> None:
+    def _price_of(self, spec: str, prompt_tokens: int, completion_tokens: int) -> float:
+        price = price_for(self.prices, spec)
+        return price.cost(prompt_tokens, completion_tokens) if price else 0.0
+
+    def _fits(self, tokens: int, cost: float, call: str) -> str | None:
+        """Why holding `tokens` and `cost` more for `call` would cross the budget (None: it fits); the lock is
+        held."""
+        if self.max_tokens is not None and self.tokens + self._reserved_tokens + tokens > self.max_tokens:
+            held = f" and {self._reserved_tokens:,} held for calls in flight" if self._reserved_tokens else ""
+            return (f"the token budget of {self.max_tokens:,} (spent {self.tokens:,}{held} when {call} could take "
+                    f"up to {tokens:,} more)")
+        if self.max_cost is not None and self.cost + self._reserved_cost + cost > self.max_cost:
+            held = f" and ${self._reserved_cost:.4f} held for calls in flight" if self._reserved_cost else ""
+            return (f"the cost budget of ${self.max_cost:.4f} (spent ${self.cost:.4f}{held} when {call} could cost "
+                    f"up to ${cost:.4f} more)")
+        return None
+
+    def _hold(self, extra_tokens: int, extra_cost: float, call: str) -> None:
+        """Hold `extra_tokens` and `extra_cost` more for `call` when they fit, else stop (BudgetRefused); the lock
+        is held."""
+        if self._stop is None:
+            self._stop = self._fits(extra_tokens, extra_cost, call)
+        if self._stop is not None:
+            self.refused += 1
+            raise BudgetRefused(f"budget reached: {self._stop}")
+        self._reserved_tokens += extra_tokens
+        self._reserved_cost += extra_cost
+
+    def admit(self, spec: str, prompt_tokens: int, completion_ceiling: int) -> Reservation:
+        """Reserve a call's worst case (plus the spec's margin) and return what it holds; BudgetRefused when that
+        would cross the budget (and from then on every call is refused). A call admitted must be charged or
+        released."""
+        with self._lock:
+            margin_prompt, margin_completion = self._margins.get(spec, (0, 0))
+            held = Reservation(spec, prompt_tokens, completion_ceiling, margin_prompt, margin_completion)
+            held = replace(held, cost=self._price_of(spec, held.prompt_tokens + margin_prompt,
+                                                     held.completion_tokens + margin_completion))
+            self._hold(held.tokens, held.cost, "the next call")
+            return held
+
+    def top_up(self, held: Reservation) -> Reservation:
+        """Before an admitted call is sent: hold the margin its spec learned since it was admitted (a reply of
+        the same spec reported more than it asked for); BudgetRefused when that does not fit (the caller still
+        releases `held`)."""
+        with self._lock:
+            margin_prompt, margin_completion = self._margins.get(held.spec, (0, 0))
+            if margin_prompt <= held.margin_prompt and margin_completion <= held.margin_completion:
+                return held
+            grown = replace(held, margin_prompt=max(margin_prompt, held.margin_prompt),
+                            margin_completion=max(margin_completion, held.margin_completion))
+            grown = replace(grown, cost=self._price_of(held.spec, grown.prompt_tokens + grown.margin_prompt,
+                                                       grown.completion_tokens + grown.margin_completion))
+            self._hold(grown.tokens - held.tokens, grown.cost - held.cost,
+                       "a call admitted before a reply reported more than asked")
+            return grown
+
+    def release(self, held: Reservation) -> None:
         """Give back an admitted call's reservation (it failed: nothing was charged)."""
-        price = price_for(self.prices, spec)
         with self._lock:
-            self._reserved_tokens -= prompt_tokens + completion_ceiling
-            self._reserved_cost -= price.cost(prompt_tokens, completion_ceiling) if price else 0.0
+            self._release(held)
 
-    def charge(self, spec: str, prompt_tokens: int, completion_tokens: int, *, reserved: tuple[int, int] | None = None
-               ) -> float | None:
-        """Charge a call made: its real tokens and their cost (returned; None: the model is unpriced);
-        `reserved`: the (prompt, ceiling) it was admitted with."""
+    def _release(self, held: Reservation) -> None:
+        self._reserved_tokens -= held.tokens
+        self._reserved_cost -= held.cost
+
+    def charge(self, spec: str, prompt_tokens: int, completion_tokens: int, *,
+               reserved: Reservation | None = None) -> float | None:
+        """Charge a call made: its real tokens and their cost (returned; None: the model is unpriced), all of it,
+        whatever it reserved (`reserved`: what it was admitted with, released here). A reply that reports more than
+        its call asked for raises the spec's margin for later calls; one that takes the spent tokens or cost past
+        the budget stops the run (`reached`)."""
         price = price_for(self.prices, spec)
         cost = price.cost(prompt_tokens, completion_tokens) if price else 0.0
-        if reserved is not None:
-            self.release(spec, *reserved)
         with self._lock:
+            if reserved is not None:
+                self._release(reserved)
+                self._note_excess(reserved, prompt_tokens, completion_tokens)
             self.tokens += prompt_tokens + completion_tokens
             self.cost += cost
             self.calls += 1
@@ -150,4 +280,40 @@ class Spending:
             mine["completion_tokens"] += completion_tokens
             if price:
                 mine["cost_usd"] += cost
+            if self._stop is None:  # a reply past the budget stops the run as a refusal would (`reached` says how)
+                if self.max_tokens is not None and self.tokens > self.max_tokens:
+                    self._stop = f"the token budget of {self.max_tokens:,}"
+                elif self.max_cost is not None and self.cost > self.max_cost:
+                    self._stop = f"the cost budget of ${self.max_cost:.4f}"
         return cost if price else None
+
+    def _note_excess(self, held: Reservation, prompt_tokens: int, completion_tokens: int) -> None:
+        """Count a reply that reported more than its call asked for and learn the spec's margin; the lock is held."""
+        over_prompt = prompt_tokens - held.prompt_tokens
+        over_completion = completion_tokens - held.completion_tokens
+        if over_prompt <= 0 and over_completion <= 0:
+            return
+        report = self.over_reports.setdefault(held.spec, OverReport())
+        report.calls += 1
+        report.excess_tokens += max(over_prompt, 0) + max(over_completion, 0)
+        if over_completion > report.most_completion[0] - report.most_completion[1]:
+            report.most_completion = (completion_tokens, held.completion_tokens)
+        if over_prompt > report.most_prompt[0] - report.most_prompt[1]:
+            report.most_prompt = (prompt_tokens, held.prompt_tokens)
+        margin_prompt, margin_completion = self._margins.get(held.spec, (0, 0))
+        grown = max(margin_prompt, over_prompt), max(margin_completion, over_completion)
+        if grown != (margin_prompt, margin_completion):
+            self._margins[held.spec] = grown
+            if report.calls == 1:
+                log.warning("%s: a reply reported %s; later calls of it hold that much more of the budget",
+                            held.spec, _excess_words(prompt_tokens, completion_tokens, held))
+
+
+def _excess_words(prompt_tokens: int, completion_tokens: int, held: Reservation) -> str:
+    parts = []
+    if completion_tokens > held.completion_tokens:
+        parts.append(f"{completion_tokens:,} completion tokens for a call that asked for at most "
+                     f"{held.completion_tokens:,}")
+    if prompt_tokens > held.prompt_tokens:
+        parts.append(f"{prompt_tokens:,} prompt tokens where {held.prompt_tokens:,} were counted")
+    return " and ".join(parts)
