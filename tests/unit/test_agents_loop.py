@@ -201,3 +201,25 @@ def test_a_dry_run_plans_an_episode_at_its_step_limit(tmp_path):
     result = asyncio.run(run_episode(handle.bind([]), QUESTION, [calculator()], AgentLimits(max_steps=5),
                                      GenerateParams(max_tokens=32)))
     assert result.stop == "steps" and plan.tally(handle.spec, "model").calls == 5
+
+
+def test_the_agent_task_example_runs_end_to_end_on_a_scripted_fake(shared_data, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    rules = [{"match": "NetIncomeLoss", "reply": "93,736,000,000"}, {"match": "Revenues", "reply": "60922000000"},
+             {"match": "Apple", "tool_calls": [{"name": "xbrl_fact", "arguments": {
+                 "ticker": "AAPL", "concept": "NetIncomeLoss", "period_end": "2024-09-28"}}]},
+             {"match": "NVIDIA", "tool_calls": [{"name": "xbrl_fact", "arguments": {
+                 "ticker": "NVDA", "concept": "Revenues", "period_end": "2024-01-28"}}]}]
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps(r) + "\n" for r in rules), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "finharness", "run",
+                           f"{repo / 'docs' / 'examples' / 'agent_task.py'}:FilingFacts", "--model",
+                           f"fake?script={script}", "--data-dir", str(shared_data), "--out", str(tmp_path / "run"),
+                           "-q"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "run" / "results.json").read_text(encoding="utf-8"))
+    assert results["metrics"]["accuracy"]["value"] == 1.0 and results["counts"]["tool_calls"] == 2
