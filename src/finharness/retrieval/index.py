@@ -32,7 +32,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -241,15 +241,13 @@ class DenseStore:
         return vectors
 
 
-def _store(folder: Path, index: FilingIndex) -> None:
-    """Write into a temporary folder, then rename: a crash or a concurrent build never leaves half an index."""
+def publish_folder(folder: Path, write: Callable[[Path], None]) -> None:
+    """Make `folder` by `write(staging)` into a temporary folder beside it, then a rename: a crash or a concurrent
+    build never leaves half of it (another process that published the same content-keyed folder first wins)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        index.bm25.save(staging / "bm25")
-        parents = [{"id": p.id, "meta": asdict(p.meta), "title": p.title, "children": [c.text for c in p.children]}
-                   for p in index.parents]
-        (staging / "parents.json").write_text(json.dumps(parents), encoding="utf-8")
+        write(staging)
         try:
             staging.rename(folder)
         except OSError:  # another process stored the same key first: theirs is identical
@@ -257,6 +255,16 @@ def _store(folder: Path, index: FilingIndex) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _store(folder: Path, index: FilingIndex) -> None:
+    def write(staging: Path) -> None:
+        index.bm25.save(staging / "bm25")
+        parents = [{"id": p.id, "meta": asdict(p.meta), "title": p.title, "children": [c.text for c in p.children]}
+                   for p in index.parents]
+        (staging / "parents.json").write_text(json.dumps(parents), encoding="utf-8")
+
+    publish_folder(folder, write)
 
 
 def _load(folder: Path, key: str, params: IndexParams) -> FilingIndex | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from finharness.util import phase
 from .bm25 import BM25Index, BM25Params, library_version
 from .dense import Encoder
 from .fuse import fuse
+from .index import publish_folder
 
 PASSAGES_VERSION = 1
 """Bumped when the stored layout or the chunk text changes."""
@@ -237,7 +237,7 @@ def build_passage_index(documents: Sequence[Document], params: SplitParams = Spl
         vectors = np.vstack(blocks) if blocks else None
     if index is None:
         index = BM25Index.build([p.text for p in passages] or [""], bm25)
-        _save_bm25(folder, index)
+        publish_folder(folder, index.save)
     return PassageIndex(passages, index, vectors, key)
 
 
@@ -249,18 +249,3 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
-
-
-def _save_bm25(folder: Path, index: BM25Index) -> None:
-    """Write into a temporary folder, then rename: a crash or a concurrent build never leaves half an index."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        index.save(staging)
-        try:
-            staging.rename(folder)
-        except OSError:  # another process stored the same key first: theirs is identical
-            shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
