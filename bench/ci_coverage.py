@@ -277,6 +277,35 @@ def clustered_interval(sample: np.ndarray) -> Interval:
     return tuple(clustered_mean_ci(sample.tolist()).ci95)
 
 
+def auc_case(label: str, shift: float, ties: bool = False) -> Case:
+    """n seen and n unseen scores, normal with the seen side shifted by `shift` SDs (truth Φ(shift / √2)); `ties`:
+    scores rounded to 0.5 SD, as a probe on short texts gives many equal values (truth by simulation)."""
+    def sample(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        pos, neg = rng.normal(shift, 1.0, n), rng.normal(0.0, 1.0, n)
+        return (np.round(pos * 2) / 2, np.round(neg * 2) / 2) if ties else (pos, neg)
+    if ties:  # P(X > Y) + ½ P(X = Y) over the half-SD grid, exactly
+        grid = np.arange(-24, 25) / 2
+        p_pos = sps.norm.cdf(grid + 0.25 - shift) - sps.norm.cdf(grid - 0.25 - shift)
+        p_neg = sps.norm.cdf(grid + 0.25) - sps.norm.cdf(grid - 0.25)
+        below = np.concatenate([[0.0], np.cumsum(p_neg)[:-1]])
+        truth = float(np.sum(p_pos * (below + 0.5 * p_neg)))
+    else:
+        truth = float(sps.norm.cdf(shift / math.sqrt(2)))
+    return Case(label, lambda rng, n: (sample(rng, n), truth))
+
+
+def auc_interval(sample: tuple) -> Interval:
+    from finharness.stats.auc import auc_ci
+
+    return tuple(auc_ci(*sample).ci95)
+
+
+def auc_bootstrap(sample: tuple) -> Interval:
+    from finharness.stats.auc import bootstrap_auc_ci
+
+    return tuple(bootstrap_auc_ci(*sample, rounds=BOOTSTRAP_ROUNDS).ci95)
+
+
 # -- the families ------------------------------------------------------------------------------------
 
 def families() -> list[Family]:
@@ -313,7 +342,7 @@ def families() -> list[Family]:
             lambda x: tuple(mean_ci(x, counts=True).ci95), lambda x: t_interval(np.asarray(x)), goal=False),
         Family("BT gap, 2 models", "n matches, ties 0.2", tuple(
             match_case(f"gap {g}", (g, 0), False) for g in (0, 100, 300)),
-            gap_intervals(bt_of), two_model_bootstrap_reference(bt_of), reps_factor=0.15),
+            gap_intervals(bt_of), two_model_bootstrap_reference(bt_of), reps_factor=1.0),
         Family("BT gap, soft outcomes", "n matches, outcomes Beta around the expected score (concentration 4)",
                tuple(match_case(f"gap {g}", (g, 0), False, soft=4.0) for g in (0, 100)),
                gap_intervals(bt_of), two_model_bootstrap_reference(bt_of), reps_factor=0.15),
@@ -322,7 +351,7 @@ def families() -> list[Family]:
             gap_intervals(bt_of), reps_factor=0.08),
         Family("Elo gap, 2 models", "n matches, ties 0.2 (K 4)", tuple(
             match_case(f"gap {g}", (g, 0), False) for g in (0, 100, 300)),
-            gap_intervals(elo_of), two_model_bootstrap_reference(elo_of), reps_factor=0.15),
+            gap_intervals(elo_of), two_model_bootstrap_reference(elo_of), reps_factor=1.0),
         Family("Elo gaps, 4 models", "n matches per pair (round robin), adjacent gaps", tuple(
             match_case(f"step {g}", (3 * g, 2 * g, g, 0), True) for g in (0, 100)),
             gap_intervals(elo_of), reps_factor=0.08),
@@ -338,6 +367,10 @@ def families() -> list[Family]:
             draws_case("0.1, spread 1", .1, 1), draws_case("0.5, spread 1", .5, 1), draws_case("0.5, spread 10", .5, 10),
             draws_case("0.9, spread 10", .9, 10)),
             clustered_interval, lambda s: tuple(mean_ci(s.ravel()).ci95), needs="finharness.stats.draws"),
+        Family("AUC (DeLong, logit)", "n seen + n unseen probe scores; reference: stratified bootstrap", (
+            auc_case("no signal", 0.0), auc_case("d' 0.5", 0.5), auc_case("d' 1.5", 1.5),
+            auc_case("d' 0.5, ties", 0.5, ties=True)),
+            auc_interval, auc_bootstrap, reps_factor=0.5, needs="finharness.stats.auc"),
     ]
 
 

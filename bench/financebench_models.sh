@@ -7,8 +7,8 @@ set -euo pipefail
 DATA=${1:?data root}; OUT=${2:?output folder}; WHICH=${3:-0.5b}
 FH=${FINHARNESS:-.venv/bin/finharness}
 mkdir -p "$OUT"
-if [ "$WHICH" = "0.5b" ]; then MODEL=embedded; BOOK=""; ORACLE="--sample 60"; AGENT="--sample 30"
-else MODEL=embedded:1.5b; BOOK="--sample 30"; ORACLE="--sample 30"; AGENT="--sample 15"; fi
+if [ "$WHICH" = "0.5b" ]; then MODEL=embedded; BOOK=""; ORACLE="--sample 30"; AGENT="--sample 12"
+else MODEL=embedded:1.5b; BOOK="--sample 20"; ORACLE="--sample 15"; AGENT="--sample 8"; fi
 run() { local name=$1; shift; local t0=$(date +%s)
   "$FH" run financebench --model "$MODEL" --data-dir "$DATA" --out "$OUT/$name-$WHICH" --concurrency 1 -q "$@" > "$OUT/$name-$WHICH.log" 2>&1 || true
   echo "$name-$WHICH: $(( $(date +%s) - t0 )) s wall" | tee -a "$OUT/times.txt"; }

@@ -1,10 +1,12 @@
 """finharness: an open harness that measures how well language models do real financial work.
 
-Public API: `open_model(spec, store, role=...)`, the model handle every task, judge and script uses;
-the core types and the runner live in `finharness.core`; backends are resolved from model specs.
+Public API: `evaluate(tasks, model=..., ...)`, what `finharness run` does, returning each task's metrics with their
+intervals and its samples (finharness/api.py); `open_model(spec, store, role=...)`, the model handle every task,
+judge and script uses; the core types and the runner live in `finharness.core`; backends are resolved from model
+specs.
 """
 
-__all__ = ["__version__", "open_model"]
+__all__ = ["__version__", "evaluate", "open_model"]
 
 
 def __getattr__(name: str):
@@ -16,6 +18,10 @@ def __getattr__(name: str):
             return version("finharness")
         except PackageNotFoundError:  # running from a source tree without installation
             return "0.0.0+unknown"
+    if name == "evaluate":  # the Python API (api.py, which runs benchmarks: a floor above this one), by name
+        from importlib import import_module
+
+        return import_module(".api", __name__).evaluate
     if name == "open_model":  # the public model handle (backends/__init__.py), imported on first use
         from .backends import open_model
 

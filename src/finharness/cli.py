@@ -37,25 +37,10 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def versions() -> dict[str, Any]:
-    import platform
-    import subprocess
-    from importlib import metadata
+    """What a run records of the software it ran on (api.run_versions)."""
+    from .api import run_versions
 
-    out: dict[str, Any] = {"finharness": _package_version(), "python": platform.python_version(),
-                           "platform": platform.platform()}
-    for dist in ("numpy", "scipy", "pandas", "httpx", "llama_cpp_python"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
-        if sha.returncode == 0:
-            out["git_sha"] = sha.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return out
+    return run_versions()
 
 
 def _resolve_task(spec: str):
@@ -83,19 +68,14 @@ def with_sandbox(ref: Any, options: dict[str, Any], sandbox: str | None) -> dict
 
 
 def _options_per_task(refs: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
-    """A pooled run's task options, each given to the tasks that declare it (`-o exam=...` reaches CFinBench, not
-    the demo); an option no task of the pool takes is a usage error naming the closest one."""
-    declared = [{o.name for o in ref.cls.describe_options()} for ref in refs]
-    unknown = sorted(set(options) - set().union(*declared))
-    if unknown:
-        import difflib
+    """A pooled run's task options, each given to the tasks that declare it (api.options_per_task); an option no
+    task of the pool takes is a usage error naming the closest one."""
+    from .api import options_per_task
 
-        known = sorted(set().union(*declared))
-        close = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
-        hints = "; ".join(f"did you mean {found[0]!r} for {name!r}?" for name, found in close.items() if found)
-        fail(f"no task of this run takes option(s) {unknown}" + (f" ({hints})" if hints else "")
-             + "; `finharness list TASK` shows a task's options")
-    return [{k: v for k, v in options.items() if k in names} for names in declared]
+    try:
+        return options_per_task(refs, options)
+    except ValueError as err:
+        fail(str(err))
 
 
 def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any]:
@@ -179,15 +159,11 @@ def run(
     run of it alone would (same run key: either resumes the other), and a summary table ends the
     run. Each task option goes to the tasks that declare it. Rerunning the same command resumes: completed calls come
     from the run store."""
-    import asyncio
     from contextlib import nullcontext
 
     from .backends import from_spec
-    from .core.backend import SpecError
-    from .core.model import TRUNCATION_POLICIES, PromptBudget
-    from .core.pool import INPUT_ERRORS, backends_by_role, run_dir_name, run_pool, write_manifest
-    from .core.runner import RunOptions, run_task
-    from .core.store import RunStore
+    from .core.model import TRUNCATION_POLICIES
+    from .core.pool import INPUT_ERRORS, run_dir_name
 
     if truncate not in TRUNCATION_POLICIES:
         fail(f"--truncate must be one of {', '.join(TRUNCATION_POLICIES)}")
@@ -201,12 +177,10 @@ def run(
         from .data.pull import NO_PULL_ENV
 
         os.environ[NO_PULL_ENV] = "1"  # read where a task pulls on first use (data/pull.py)
-    refs = [_resolve_task(spec) for spec in task]
-    tasks = [ref.label for ref in refs]  # a file task by its name: runs/my_exam__MODEL, not the path
-    slugs = [run_dir_name(name) for name in tasks]
-    if len(set(slugs)) < len(slugs):
-        fail(f"tasks {list(task)} name the same run folder twice; give each task once")
-    if len(tasks) > 1 and executor == "ray":
+    if draws > 1 and temperature == 0:
+        fail(f"--draws {draws} at --temperature 0: greedy decoding answers every draw the same (identical draws), so "
+             "the draws measure nothing; give a temperature above 0 (e.g. --temperature 0.7), or leave out --draws")
+    if len(task) > 1 and executor == "ray":
         fail("--executor ray runs one task at a time; run each task on its own (they can share --store)")
     if executor == "ray":
         from importlib.util import find_spec
@@ -215,45 +189,68 @@ def run(
 
         if find_spec("ray") is None:
             fail(INSTALL_HINT)
+    from .api import execute, prepare
+
     task_opts = _task_options(split, shots, method, extract, mode, option)
-    per_task = _options_per_task(refs, task_opts) if len(refs) > 1 else [task_opts]
-    per_task = [with_sandbox(ref, opts, sandbox) for ref, opts in zip(refs, per_task)]
-    task_objs = [_make_task(ref, opts) for ref, opts in zip(refs, per_task)]
-    out = out or Path("runs") / f"{run_dir_name('+'.join(tasks))}__{run_dir_name(model)}"
-    store_path = resolve_store(store, out / "store.sqlite")
-    specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
+    spending = make_spending(price, max_cost, budget_tokens)
     try:
-        backends = backends_by_role(specs, from_spec)
-    except SpecError as err:
-        fail(str(err))
+        prepared = prepare(task, model, judge=judge, user=user_model, options=task_opts, limit=limit, sample=subset,
+                           seed=seed, data_dir=data_dir, out=out, store=resolve_store(store), concurrency=concurrency,
+                           spending=spending, temperature=temperature, max_tokens=max_tokens, system=system,
+                           thinking_budget=thinking_budget, draws=draws, truncate=truncate,
+                           max_prompt_tokens=max_prompt_tokens, sandbox=sandbox, versions=versions())
+    except (KeyError, ValueError, TypeError) as err:  # a task, option or model spec that cannot be used
+        fail(str(err.args[0] if isinstance(err, KeyError) else err))
+    refs, tasks, task_objs, per_task = prepared.refs, prepared.names, prepared.tasks, prepared.task_options
+    slugs = [run_dir_name(name) for name in tasks]
+    backends, out, store_path, run_options = prepared.backends, prepared.out, prepared.store_path, prepared.options
+    specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
     if executor == "local" and not dry_run:  # Ray workers reach their own node's servers; a dry run calls none
         check_endpoints(backends.values())
     started = time.time()
-    resolved_data_dir = resolve_data_dir(data_dir)
-    run_versions = versions()
-    spending = make_spending(price, max_cost, budget_tokens)
-    from .core.model import GenerationOverrides
+    resolved_data_dir = run_options.data_dir
+    from .suite.data_check import check_data, no_pulls, pull_command, report_lines, run_blockers
 
-    run_options = RunOptions(data_dir=resolved_data_dir, limit=limit, subset=subset, concurrency=concurrency,
-                             seed=seed, budget=PromptBudget(max_prompt_tokens, truncate), versions=run_versions,
-                             generation=GenerationOverrides(temperature, max_tokens, system, seed, thinking_budget), draws=draws,
-                             spending=spending)
+    # data before work: every task's datasets, checked on tasks of their own (a check loads and closes them). A lone
+    # task whose questions do not load stops at its load with its own error, which knows its data best; what stops
+    # here is one list for a pool, and data a task would only read after its first calls (prompts, filings)
+    check = run_blockers(check_data([(name, ref.name, _make_task(ref, opts)) for name, ref, opts
+                                     in zip(tasks, refs, per_task)], resolved_data_dir))
+    if len(tasks) == 1 and tasks[0] not in check.loaded:
+        check.needs.clear()
+        check.errors.clear()
+    if not check.ready:
+        typer.echo("\n".join(report_lines(check, pull=pull_command(check, data_dir=data_dir), skip_hint=False,
+                                           or_else="")), err=True)
     if dry_run:
         from .suite.plan import plan_run
 
-        _show_plan(lambda: plan_run(tasks, refs, task_objs, backends, store_path, run_options,
-                                    spending.prices if spending else {}), as_json)
+        with no_pulls():  # a dry run writes nothing: no first-use pull into the data root
+            _show_plan(lambda: plan_run(tasks, refs, task_objs, backends, store_path, run_options,
+                                        spending.prices if spending else {}), as_json)
+        if not check.ready:
+            raise typer.Exit(2)
         return
+    if not check.ready:
+        pullable = f": run `{pull_command(check, data_dir=resolved_data_dir)}`" if check.of("missing") else ""
+        fail(f"the data of {len(check.blocked_rows())} task(s) is not in {resolved_data_dir} (listed above){pullable}; "
+             "nothing was run")
     out.mkdir(parents=True, exist_ok=True)
+    (out / "partial.json").unlink(missing_ok=True)  # an earlier stop's record: this invocation writes its own
+    folders = {name: out / slug for name, slug in zip(tasks, slugs)} if len(tasks) > 1 else {tasks[0]: out}
+
+    def stopped(how: str) -> None:
+        path = write_partial(out, seen.seen, folders, how, store_path)
+        typer.echo(f"what is stored: {path} (`finharness report {out}` shows it)", err=True)
+
+    seen = interrupted_says(store_path, on_stop=stopped)
     if len(tasks) > 1:
-        with interrupted_says(store_path) as seen, \
-                LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
-            pool = run_pool(tasks, task_objs, backends, out=out, store_path=store_path, options=run_options,
-                            started=started,
-                            progress_for=lambda name: seen.watch(live.row(f"{name} on {model}"), name))
-        _print_pool(pool, model, spending)
+        with seen, LiveProgress(f"{len(tasks)} tasks on {model}", enabled=not quiet) as live:
+            evaluation = execute(prepared, started=started,
+                                 progress_for=lambda name: seen.watch(live.row(f"{name} on {model}"), name))
+        _print_pool(evaluation.pool, model, spending)
         return
-    task_name, task_obj = tasks[0], task_objs[0]
+    task_name = tasks[0]
     sample_executor, cluster = None, nullcontext()
     if executor == "ray":
         from .core.ray_executor import RayExecutor, ShardJob, ray_session
@@ -261,20 +258,43 @@ def run(
         job = ShardJob(task_factory=refs[0].factory(task_opts), backend_specs=specs,
                        backend_factory=from_spec, options=run_options)
         sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
-    try:  # the store closes last; a close failing after the run failed does not hide the run's error
-        with interrupted_says(store_path) as seen, RunStore(store_path) as run_store, cluster, \
-                LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
-            result = asyncio.run(run_task(task_obj, backends, run_store, run_options, out_dir=out,
-                                          progress=seen.watch(progress, task_name), executor=sample_executor))
+    try:
+        with seen, cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
+            evaluation = execute(prepared, started=started, executor=sample_executor,
+                                 progress_for=lambda name: seen.watch(progress, task_name))
     except INPUT_ERRORS as err:
         fail(str(err))
-    write_manifest(out, result.results, store_path=store_path, data_dir=resolved_data_dir,
-                   run_versions=run_versions, started=started)
+    result = evaluation[task_name]
     _print_results(result.results)
+    if draws > 1:
+        warn_identical_draws(store_path, result.results["run_key"], draws)
     typer.echo(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
     stop_if_budget_reached(spending)
     if result.results["status"] != "complete":
         raise typer.Exit(1)
+
+
+def warn_identical_draws(store_path: Path, run_key: str, draws: int) -> bool:
+    """Say so when every item's draws gave the same prediction (the calls decoded greedily: the task's default
+    temperature, no --temperature): the draws' interval then shows no sampling spread because there was none."""
+    from .core.hashing import canonical_json
+    from .core.store import RunStore
+
+    with RunStore(store_path) as run_store:
+        stored = run_store.get_samples(run_key)
+    per_item: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for sid, record in stored.items():
+        base = sid.split("#draw", 1)[0]
+        per_item.setdefault(base, set()).add(canonical_json(record.get("prediction")))
+        counts[base] = counts.get(base, 0) + 1
+    full = [base for base, n in counts.items() if n == draws]
+    if not full or any(len(per_item[base]) > 1 for base in full):
+        return False
+    typer.secho(f"warning: identical draws: each of {len(full)} item(s) got the same answer in all {draws} draws "
+                "(greedy decoding); give --temperature above 0 (e.g. 0.7) for draws that differ", fg="yellow",
+                err=True)
+    return True
 
 
 def _show_plan(make: Any, as_json: bool) -> None:
@@ -325,14 +345,36 @@ def stop_if_budget_reached(spending: Any) -> None:
     raise typer.Exit(BUDGET_EXIT)
 
 
+def resume_command() -> str:
+    """The command line that goes on from where this one stopped: the same command (a rerun resumes)."""
+    import shlex
+    import sys
+
+    from .cli_common import INVOKED_ARGS
+
+    return f"finharness {shlex.join(INVOKED_ARGS or sys.argv[1:])}"
+
+
+SIGTERM_EXIT = 143
+"""Exit status of a run a SIGTERM stopped (128 + 15, what a scheduler expects), after it said what it kept."""
+
+
 class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
-    """On Ctrl-C: say what is stored (samples done per task, the store) and the command that resumes, exit 130.
+    """On Ctrl-C or SIGTERM: say what is stored (samples done per task, the store) and the command that resumes, then
+    exit 130 (Ctrl-C) or 143 (SIGTERM).
 
-    `watch(progress, name)` wraps a progress callback so the last counters of each task are known."""
+    A SIGTERM (what a scheduler or `kill` sends) is turned into the Ctrl-C path for the block: the run stops the same
+    way, committing what it made. `watch(progress, name)` wraps a progress callback so the last counters of each task
+    are known; `on_stop(signal_name)` runs before the message (the suite writes its partial scorecard there, a run
+    OUT/partial.json)."""
 
-    def __init__(self, store_path: Path):
+    def __init__(self, store_path: Path, on_stop: Any = None):
         self.store_path = store_path
         self.seen: dict[str, Any] = {}
+        self.on_stop = on_stop
+        self.signal: str | None = None
+        """'SIGTERM' once one arrived; None for a Ctrl-C (or nothing)."""
+        self._previous: Any = None
 
     def watch(self, progress: Any, name: str) -> Any:
         def update(counters: Any) -> None:
@@ -342,20 +384,63 @@ class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
 
         return update
 
+    def stop_reason(self) -> str:
+        """'terminated' after a SIGTERM, else 'interrupted' (suite.json's status)."""
+        return "terminated" if self.signal == "SIGTERM" else "interrupted"
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.signal = "SIGTERM"
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):  # asyncio's own (cancels the running main task) or Python's (raises KeyboardInterrupt)
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a background job): stop all the same
+            raise KeyboardInterrupt
+
     def __enter__(self) -> "interrupted_says":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         return self
 
     def __exit__(self, kind: Any, err: Any, tb: Any) -> bool:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
         if kind is None or not issubclass(kind, KeyboardInterrupt):
             return False
-        import shlex
-        import sys
-
+        how = "terminated (SIGTERM)" if self.signal == "SIGTERM" else "interrupted"
+        if self.on_stop is not None:
+            try:
+                self.on_stop(self.stop_reason())
+            except Exception as stop_err:  # what was stored stays stored: the message and the resume still come
+                typer.secho(f"could not write what the stopped run holds: {type(stop_err).__name__}: {stop_err}",
+                            fg="yellow", err=True)
         done = ", ".join(f"{name} {c.samples_done}/{c.samples_total}" for name, c in self.seen.items()) or "nothing"
-        typer.secho(f"\ninterrupted: samples finished and stored: {done} (store {self.store_path}); "
+        typer.secho(f"\n{how}: samples finished and stored: {done} (store {self.store_path}); "
                     "every call made is kept", fg="yellow", err=True)
-        typer.echo(f"resume with: finharness {shlex.join(sys.argv[1:])}", err=True)
-        raise typer.Exit(130)
+        typer.echo(f"resume with: {resume_command()}", err=True)
+        raise typer.Exit(SIGTERM_EXIT if self.signal == "SIGTERM" else 130)
+
+
+def write_partial(out: Path, seen: dict[str, Any], folders: dict[str, Path], how: str, store_path: Path) -> Path:
+    """OUT/partial.json of a run stopped before its end (no results.json is written): how it stopped, how far each
+    task got, the store and the command that resumes; `finharness report OUT` reads it."""
+    from .data.io import atomic_write_text
+    from .redact import redact
+
+    tasks = {name: {"samples_done": c.samples_done, "samples_total": c.samples_total,
+                    "folder": str(folders.get(name, out)), "finished": (folders.get(name, out) / "results.json").is_file()}
+             for name, c in seen.items()}
+    partial = {"status": how, "stopped": time.time(), "resume": resume_command(), "store": str(store_path.resolve()),
+               "tasks": tasks}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "partial.json", redact(json.dumps(partial, ensure_ascii=False, indent=2) + "\n"))
+    return out / "partial.json"
 
 
 def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
@@ -363,6 +448,8 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
     the errors; re-raises a task's bug; exit 1 when a task is incomplete or could not run."""
     from rich import box
     from rich.table import Table
+
+    from .report.runs import run_flags
 
     table = Table(title=f"{len(pool.tasks)} tasks on {model}  (pooled, {pool.wall_s:.1f} s)", box=box.SIMPLE_HEAD)
     for col in ("task", "status", "headline", "value", "95% CI", "n", "calls", "cache hits", "wall s"):
@@ -377,7 +464,8 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
         ci = "—" if not metric or not metric["ci95"] else f"[{metric['ci95'][0]:.4f}, {metric['ci95'][1]:.4f}]"
         counts = res["counts"]
         n = "—" if not metric else f"{metric['n']} !" if metric.get("warning") else str(metric["n"])
-        table.add_row(outcome.name, res["status"], str(res["headline"] or "—"), value, ci,
+        table.add_row(outcome.name, res["status"] + (", flagged" if run_flags(res) else ""),
+                      str(res["headline"] or "—"), value, ci,
                       n, str(counts["calls"]), str(counts["cache_hits"]),
                       f"{res['timing']['wall_s']:.1f}")
     console = output_console()
@@ -391,6 +479,8 @@ def _print_pool(pool: Any, model: str, spending: Any = None) -> None:
         if outcome.result is not None:
             for note in outcome.result.results.get("notes", []):
                 console.print(f"note ({outcome.name}): {note}", highlight=False)
+            for flag in run_flags(outcome.result.results):
+                console.print(f"! flagged ({outcome.name}): {flag}", highlight=False, soft_wrap=True)
             typer.echo(f"{outcome.name}: {outcome.out_dir / 'results.json'}  "
                        f"samples: {outcome.out_dir / 'samples.jsonl'}")
     for outcome in pool.tasks:
@@ -418,8 +508,14 @@ def _print_results(results: dict[str, Any]) -> None:
     from rich.table import Table
 
     from .core.metrics import SMALL_N_MARK, small_n_lines
+    from .report.runs import run_flags
 
-    table = Table(title=f"{results['task']}  {results.get('model', '')}  [{results.get('status', '')}]")
+    flags = run_flags(results)
+    status = results.get("status", "") + (", flagged" if flags else "")
+    from rich.markup import escape
+
+    # escaped: rich read the bracketed status as a style tag and printed nothing of it
+    table = Table(title=escape(f"{results['task']}  {results.get('model', '')}  [{status}]"))
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col)
     empty = []
@@ -465,6 +561,8 @@ def _print_results(results: dict[str, Any]) -> None:
                               f"{draws[key]['ci95'][1]:.4f}] n {draws[key]['n']}", highlight=False)
     for note in results.get("notes", []):
         console.print(f"note: {note}", highlight=False)
+    for flag in flags:  # last, where the eye lands: the number above may mislead
+        console.print(f"! flagged: {flag}", highlight=False, soft_wrap=True)
 
 
 @app.command("suite")
@@ -484,6 +582,12 @@ def suite_cmd(
     budget_tokens: Optional[int] = BUDGET_TOKENS_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     no_pull: bool = NO_PULL_OPTION,
+    pull: bool = typer.Option(False, "--pull", help="Before the first call, pull every dataset the rows read that "
+                              "the data root lacks (one line per dataset); without it a suite with data missing stops "
+                              "and names the one command that fetches it."),
+    skip_missing: bool = typer.Option(False, "--skip-missing", help="Run without the rows whose data cannot be had "
+                                      "here (no public copy, or files only a mirror holds); the scorecard says why "
+                                      "each is missing."),
     sandbox: Optional[str] = SANDBOX_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per row, model and role the items, "
                                  "calls, tokens, what is stored, the cost at the prices and the smallest difference "
@@ -521,33 +625,123 @@ def suite_cmd(
     spending = make_spending(price, max_cost, budget_tokens, table=spec.prices)
     options = RunOptions(data_dir=root, concurrency=concurrency, budget=PromptBudget(), versions=versions(),
                          spending=spending)
+    if no_pull and pull:
+        fail("--pull and --no-pull say the opposite; give one")
+    rows, leave_out, missing = _data_before_work(spec, rows, root, judged=judge is not None, pull=pull and not dry_run,
+                                                 skip_missing=skip_missing, sandbox=sandbox, data_dir=data_dir)
     for row in rows:
         if row.standin:
             typer.echo(f"note: {row.spec.id}: the official data is absent from {root}; running {row.label}", err=True)
     if dry_run:
+        from .suite.data_check import no_pulls
         from .suite.plan import plan_suite
 
-        _show_plan(lambda: plan_suite(spec, rows, models=models, judge=judge, user=user_model, out=out,
-                                      options=options, prices=spending.prices if spending else {}), as_json)
+        with no_pulls():  # a dry run writes nothing: no first-use pull into the data root
+            _show_plan(lambda: plan_suite(spec, [r for r in rows if r.spec.id not in leave_out], models=models,
+                                          judge=judge, user=user_model, out=out, options=options,
+                                          prices=spending.prices if spending else {}), as_json)
+        if missing:
+            typer.secho(f"error: the data of {len(leave_out)} row(s) is missing (listed above): the plan leaves them "
+                        "out", fg="red", err=True)
+            raise typer.Exit(2)
         return
+    if missing:
+        fail(f"the data of {len(leave_out)} row(s) is not in {root} (listed above); nothing was run")
     from .core.pool import INPUT_ERRORS
 
+    def stopped(how: str) -> None:  # Ctrl-C or SIGTERM: run_suite wrote suite.json; the partial scorecard beside it
+        if (out / "suite.json").is_file():
+            _print_suite(out, json.loads((out / "suite.json").read_text(encoding="utf-8")))
+
+    seen = interrupted_says(out / "store.sqlite", on_stop=stopped)
+    runnable = [r for r in rows if r.spec.id not in leave_out]
+    suite_view = None if quiet else _suite_progress(spec, runnable, models, judge, user_model, out, options,
+                                                     spending)
     try:
-        with interrupted_says(out / "store.sqlite") as seen, \
-                LiveProgress(f"suite {spec.name}: {len(rows)} rows x {len(models)} model(s)", enabled=not quiet) as live:
+        with seen, LiveProgress(f"suite {spec.name}: {len(rows)} rows x {len(models)} model(s)",
+                                enabled=not quiet, suite=suite_view) as live:
             outcome = run_suite(spec, rows, models=models, judge=judge, user=user_model, out=out, options=options,
                                 progress_for=lambda m, row: seen.watch(live.row(f"{row} on {m}"), f"{row} on {m}"),
-                                judge_progress=lambda label: seen.watch(live.row(label), label))
+                                judge_progress=lambda label: seen.watch(live.row(label), label),
+                                resume=resume_command(), stop_reason=seen.stop_reason,
+                                skipped={m: leave_out for m in models})
     except INPUT_ERRORS as err:
         fail(str(err))
     _print_suite(out, outcome.manifest)
+    if outcome.bugs:  # a row's bug: the partial scorecard is written and shown; its traceback says the rest
+        typer.echo(f"resume with: {resume_command()} (after the fix: finished rows are not run again)", err=True)
+        raise outcome.bugs[0]
+    if spending is not None and spending.reached is not None:
+        typer.echo(f"resume with: {resume_command()} (with a higher budget)", err=True)
     stop_if_budget_reached(spending)
     if not outcome.complete:
         raise typer.Exit(1)
 
 
+def _suite_progress(spec: Any, rows: list[Any], models: list[str], judge: str | None, user: str | None, out: Path,
+                    options: Any, spending: Any) -> Any:
+    """The suite-wide progress (suite/progress.py): every row x model to run, each with the work the dry run's plan
+    gives it in tokens, so the suite's ETA is the work left over the rate measured. The plan calls nothing and
+    writes nothing; where it cannot be made, the ETA counts items instead."""
+    from .suite.data_check import no_pulls
+    from .suite.plan import plan_suite
+    from .suite.progress import SuiteProgress, planned_work
+    from .suite.ucfe import judging_pairs
+    from .util import phase
+
+    labels: dict[str, float | None] = {f"{r.spec.id} on {m}": None for m in models for r in rows}
+    pairs = len(judging_pairs(list(models))) if judge is not None and any(r.ref.name == "ucfe" for r in rows) else 0
+    judging: float | None = None
+    try:
+        with phase("planning the suite (for its ETA)"), no_pulls():
+            plan = plan_suite(spec, rows, models=models, judge=judge, user=user, out=out, options=options,
+                              prices=spending.prices if spending else {})
+        work, judged = planned_work(plan)
+        labels = dict(work)
+        judging = None if judged is None or not pairs else judged / pairs
+    except Exception as err:  # the ETA is a help, never a reason not to run: it counts items instead
+        typer.echo(f"note: no plan for the suite's ETA ({type(err).__name__}: {err}); it counts items instead",
+                   err=True)
+    return SuiteProgress(labels, extra=(pairs, judging))
+
+
+def _data_before_work(spec: Any, rows: list[Any], root: Path, *, judged: bool, pull: bool, skip_missing: bool,
+                      sandbox: str | None, data_dir: Path | None) -> tuple[list[Any], dict[str, str], bool]:
+    """Every row's data checked before the first call (suite/data_check.py). With --pull what is missing is pulled
+    first; else missing data gives one list (what is missing, the one command that fetches it, what cannot be had
+    here). --skip-missing goes on without the rows whose data cannot be had here. Returns the rows (their fallbacks
+    decided again after a pull), the rows to leave out with why, and whether data is missing (the suite stops; a
+    dry run plans the rest and then exits 2)."""
+    from .suite.data_check import pull_all, pull_command, report_lines
+    from .suite.run import check_suite_data, prepare_rows
+    from .suite.spec import SUITES_DIR
+
+    check = check_suite_data(rows, root, judged=judged)
+    if pull and check.of("missing"):
+        failures = pull_all([n.dataset for n in check.of("missing")], root,
+                            progress=lambda line: typer.echo(f"pulled {line}", err=True))
+        for line in failures:
+            typer.secho(f"error: {line}", fg="red", err=True)
+        if failures:
+            fail(f"{len(failures)} dataset(s) could not be pulled (above); nothing was run")
+        rows = prepare_rows(spec, root, sandbox)
+        check = check_suite_data(rows, root, judged=judged)
+    name = spec.name if spec.path.parent == SUITES_DIR else str(spec.path)
+    lines = report_lines(check, pull=pull_command(check, name, data_dir), skip_hint=not skip_missing)
+    unobtainable = check.unobtainable_rows()
+    missing = bool(check.of("missing")) or bool(unobtainable) and not skip_missing
+    if lines:
+        typer.echo("\n".join(lines), err=True)
+    leave_out = check.blocked_rows() if missing else {row: f"skipped (--skip-missing): {why}"
+                                                       for row, why in unobtainable.items()}
+    if leave_out and not missing:
+        typer.echo(f"note: without {len(leave_out)} row(s) whose data cannot be had here: {', '.join(leave_out)}",
+                   err=True)
+    return rows, leave_out, missing
+
+
 def _print_suite(out: Path, manifest: dict[str, Any]) -> None:
-    """The scorecard on the terminal, and where its files are."""
+    """The scorecard on the terminal, and where its files are (a stopped suite's: marked PARTIAL)."""
     from .suite.scorecard import build_scorecard
     from .suite.scorecard_views import print_scorecard, write_scorecard
 
@@ -721,13 +915,21 @@ def compare(
             fail(str(err))
         return out
 
+    def flags_of(run: Path) -> list[str]:
+        from .report.runs import read_results, run_flags
+
+        path = run / "results.json"
+        return run_flags(read_results(path)) if path.is_file() else []
+
     a, b = per_sample(run_a), per_sample(run_b)
+    flags = {"a": flags_of(run_a), "b": flags_of(run_b)}
     result = paired_test(a, b)
     if result.n < 2:
         fail(f"{run_a} and {run_b} share {'no' if result.n == 0 else 'only 1'} scored item"
              + (f" with value {value!r}" if value else "") + ": a paired comparison needs at least 2")
     report = {"a": str(run_a), "b": str(run_b), "value": value or "headline", **asdict(result),
-              "verdict": result.verdict, "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a))}
+              "verdict": result.verdict, "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)),
+              "flags_a": flags["a"], "flags_b": flags["b"]}
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -736,6 +938,9 @@ def compare(
                f"{result.verdict}")
     if result.warning:
         typer.echo(f"! {result.warning}")
+    for side, run_dir in (("a", run_a), ("b", run_b)):
+        for flag in flags[side]:
+            typer.echo(f"! {side.upper()} ({run_dir}) is flagged: {flag}")
 
 
 def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
@@ -884,12 +1089,26 @@ def report(
     if not run_dirs:
         fail("give RUN_DIR... (or --html FILE with --matches/--ratings)")
     from .report.runs import read_results
+    from .report.stopped import stopped_json, stopped_lines, stopped_run
 
+    stopped = []
+    for d in run_dirs:  # a run stopped before results.json: what its store holds, instead of an error
+        if not (d / "results.json").exists():
+            found = stopped_run(d)
+            if found is None:
+                fail(f"{d / 'results.json'}: no results.json and no run store here (is this a run folder?)")
+            stopped.append(found)
+    run_dirs = [d for d in run_dirs if (d / "results.json").exists()]
+    if not run_dirs:
+        if as_json:
+            typer.echo(json.dumps({"stopped": [stopped_json(r) for r in stopped]}, ensure_ascii=False, indent=2))
+        else:
+            for found in stopped:
+                typer.echo("\n".join(stopped_lines(found)))
+        return
     rows = []
     for d in run_dirs:
         path = d / "results.json"
-        if not path.exists():
-            fail(f"{path}: no results.json (did the run finish?)")
         res = read_results(path)  # a hand-edited or wrong-typed file: DataError, an error: line
         for name, m in res["metrics"].items():
             rows.append({"run": str(d), "task": res["task"], "model": res.get("model"), "metric": name, **m,
@@ -899,9 +1118,13 @@ def report(
     except DataError as err:
         fail(str(err))
     if as_json:
-        typer.echo(json.dumps({"view": view.to_json(), "metrics": rows}, ensure_ascii=False, indent=2))
+        typer.echo(json.dumps({"view": view.to_json(), "metrics": rows,
+                               **({"stopped": [stopped_json(r) for r in stopped]} if stopped else {})},
+                              ensure_ascii=False, indent=2))
         return
     print_scorecard(view)
+    for found in stopped:
+        typer.echo("\n".join(stopped_lines(found)))
 
 
 @app.command()

@@ -25,6 +25,11 @@ from .util import output_console
 __all__ = ["LiveProgress", "check_endpoints", "fail", "parse_options", "resolve_data_dir", "resolve_store", "user_error_message"]
 
 
+INVOKED_ARGS: list[str] = []
+"""The arguments this command was invoked with (after `finharness`), as the root group received them: the resume
+command a stopped run prints is them."""
+
+
 def fail(message: str) -> NoReturn:
     """Print `error: MESSAGE` to stderr (red on a terminal; redacted: no key it quotes) and exit with status 2,
     the CLI's usage-error code."""
@@ -122,11 +127,26 @@ class LiveProgress:
     TOTALS = ("samples_done", "samples_total", "completion_tokens", "cache_hits", "retries", "failures")
     """The counters a pooled run's first row adds up over its tasks."""
 
-    def __init__(self, label: str, enabled: bool = True):
+    HEARTBEAT_EVERY_S = 30.0
+    """In line mode, a quiet running row (or the suite) prints a line at most this often: a call that takes minutes
+    still shows that the run is alive and how long it has waited."""
+
+    def __init__(self, label: str, enabled: bool = True, suite: Any = None, clock: Any = None):
+        """suite: a suite/progress.py SuiteProgress: the first row then shows rows done of total, the rows under
+        way and the suite's ETA; clock: time for tests."""
         self.console = output_console(stderr=True)
         self.label = label
         self.enabled = enabled
-        self.started = time.perf_counter()
+        self.suite = suite
+        self.clock = clock or (lambda: time.perf_counter())  # looked up at each call: tests patch it
+        self.started = self.clock()
+        self.row_etas: dict[str, Any] = {}
+        """Per row: its EtaTracker (an ETA that has been wrong shows a range, then `?`)."""
+        self.row_finished: dict[str, float] = {}
+        """Per row: when it finished, so its tok/s stays what it was rather than decaying to 0."""
+        self.row_changed: dict[str, tuple[tuple[int, ...], float]] = {}
+        """Per row: its counters' last values and when they changed (the heartbeat)."""
+        self._ticker: Any = None
         self.last_line: dict[str, float] = {}
         self.row_clocks: dict[str, tuple[float, int, int]] = {}
         """Per row: (when its clock started, its samples done and completion tokens then)."""
@@ -134,12 +154,17 @@ class LiveProgress:
         self.task_id = None
         self.rows: dict[str, Any] = {}
         """The latest counters of each row's run."""
+        self._row_ids: dict[str, Any] = {self.label: None}
+        import threading
+
+        self._lock = threading.RLock()
+        """The run's callbacks and the heartbeat's thread take turns."""
 
     PHASE_QUIET_S = 2.0
     """A preparation phase shorter than this leaves no line, on a terminal or not: cached loads stay silent
     (on a terminal its row may flash by). A failed phase always says so."""
 
-    def _on_phase(self, event: str, description: str, value: float | None) -> None:
+    def _on_phase(self, event: str, description: str, value: float | str | None) -> None:
         """Show a long preparation phase (util.phase) while it runs: a row of its own on a terminal (with its
         steps done of total when it counts them), else a line once it has lasted PHASE_QUIET_S, and for a
         counted phase a `done/total` line at most every 5 s after that; then, when it lasted that long, a line
@@ -148,6 +173,9 @@ class LiveProgress:
 
         if event == "advance":
             self._phase_advance(description, int(value or 0))
+            return
+        if event == "status":  # a batch's state and counts, in the provider's words
+            self._phase_status(description, str(value))
             return
         if event == "start":
             self._phase_started[description] = (time.perf_counter(), value)
@@ -162,6 +190,7 @@ class LiveProgress:
             return
         shown = self._phases.pop(description, None)
         self._phase_started.pop(description, None)
+        self._phase_said.pop(description, None)
         if self.progress is not None:
             if shown is None:
                 return
@@ -175,6 +204,23 @@ class LiveProgress:
             self.console.print(f"{description}: failed after {seconds:.0f} s", highlight=False)
         elif seconds >= self.PHASE_QUIET_S:
             self.console.print(f"{description}: done in {seconds:.0f} s", highlight=False)
+
+    def _phase_status(self, description: str, text: str) -> None:
+        """A phase's words: on a terminal beside its row; else a line when they change (at most every 5 s while
+        only the counts move, and at once when the state itself changes)."""
+        if self.progress is not None:
+            if description in self._phases:
+                self.progress.update(self._phases[description], stats=text)
+            return
+        previous = self._phase_said.get(description)
+        state = text.split(" ", 1)[0]
+        now = time.perf_counter()
+        if previous == text:
+            return
+        if previous is None or previous.split(" ", 1)[0] != state or now - self.last_line.get(description, 0.0) > 5:
+            self.last_line[description] = now
+            self._phase_said[description] = text
+            self.console.print(f"{description}: {text}", highlight=False, soft_wrap=True)
 
     def _phase_advance(self, description: str, done: int) -> None:
         started, total = self._phase_started.get(description, (None, None))
@@ -196,42 +242,103 @@ class LiveProgress:
         self._phases: dict[str, Any] = {}
         self._phase_started: dict[str, tuple[float, float | None]] = {}
         """(start time, total steps) of each phase running."""
+        self._phase_said: dict[str, str] = {}
+        """The last words each phase said (line mode prints a change)."""
         if self.enabled:
             add_phase_listener(self._on_phase)
         if self.enabled and self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+            # no rich TimeRemainingColumn: its ETA promises seconds however wrong it was; ours says `?` or a range
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-                                     console=self.console)
+                                     TextColumn("{task.fields[stats]}"), console=self.console)
             self.progress.__enter__()
             self.task_id = self.progress.add_task(self.label, total=None, stats="")
+            self._row_ids[self.label] = self.task_id
+        if self.enabled:
+            import threading
+
+            self._stop = threading.Event()
+            self._ticker = threading.Thread(target=self._tick, name="progress-heartbeat", daemon=True)
+            self._ticker.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         from .util import remove_phase_listener
 
         remove_phase_listener(self._on_phase)
+        if self._ticker is not None:
+            self._stop.set()
+            with self._lock:  # a heartbeat under way ends before the display does
+                pass
         if self.progress is not None:
             self.progress.__exit__(*exc)
 
+    def _tick(self) -> None:
+        """Every few seconds, the heartbeat: a row whose counters have not moved shows how long it has waited."""
+        while not self._stop.wait(5.0):
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Refresh what the quiet rows say (a terminal), or print a line for each row quiet for HEARTBEAT_EVERY_S
+        (line mode), and the suite's line."""
+        now = self.clock()
+        with self._lock:
+            if self._ticker is not None and self._stop.is_set():
+                return
+            quiet = [label for label, (_, when) in self.row_changed.items()
+                     if label not in self.row_finished and now - when >= self.HEARTBEAT_EVERY_S]
+            for label in quiet:
+                c = self.rows.get(label)
+                if c is None:
+                    continue
+                if self.progress is not None:
+                    self._show(self._row_ids.get(label), label, c, force=True)
+                elif now - self.last_line.get(label, 0.0) >= self.HEARTBEAT_EVERY_S:
+                    self._show(None, label, c, force=True)
+            if self.suite is not None and (quiet or self.progress is not None):
+                self._show_suite(force=self.progress is None and bool(quiet))
+
     def __call__(self, c: Any) -> None:
-        self._show(self.task_id, self.label, c)
+        with self._lock:
+            self.rows[self.label] = c
+            self._show(self.task_id, self.label, c)
 
     def row(self, label: str) -> Any:
         """The progress callback of one run among several shown together."""
         row_id = self.progress.add_task(label, total=None, stats="") if self.progress is not None else None
+        self._row_ids[label] = row_id
 
         def update(c: Any) -> None:
-            self.rows[label] = c
-            self._show(row_id, label, c)
-            if self.progress is not None:  # as lines, each task's own lines say enough
-                from types import SimpleNamespace
+            with self._lock:
+                self.rows[label] = c
+                finished_before = self.suite.finished_rows if self.suite is not None else 0
+                if self.suite is not None:
+                    self.suite.update(label, c)
+                self._show(row_id, label, c)
+                if self.suite is not None:  # a line when a row finishes (line mode), the first row on a terminal
+                    self._show_suite(force=self.suite.finished_rows != finished_before)
+                elif self.progress is not None:  # as lines, each task's own lines say enough
+                    from types import SimpleNamespace
 
-                totals = {name: sum(getattr(r, name) for r in self.rows.values()) for name in self.TOTALS}
-                self._show(self.task_id, self.label, SimpleNamespace(**totals))
+                    totals = {name: sum(getattr(r, name) for r in self.rows.values()) for name in self.TOTALS}
+                    self._show(self.task_id, self.label, SimpleNamespace(**totals))
 
         return update
+
+    def _show_suite(self, force: bool = False) -> None:
+        """The suite's line: rows done of total, the rows under way, the suite's ETA."""
+        if not self.enabled or self.suite is None:
+            return
+        text = self.suite.line()
+        if self.progress is not None:
+            self.progress.update(self.task_id, total=self.suite.total_rows, completed=self.suite.finished_rows,
+                                 stats=text)
+            return
+        now = self.clock()
+        if force or now - self.last_line.get("\0suite", 0.0) > self.HEARTBEAT_EVERY_S:
+            self.last_line["\0suite"] = now
+            self.console.print(f"{self.label}: {text}", highlight=False, soft_wrap=True)
 
     ROW_ACTIVITY = ("calls", "cache_hits", "failures", "samples_done")
     """Counters whose first change says a row's work has begun: its clock starts then."""
@@ -251,21 +358,40 @@ class LiveProgress:
             self.row_clocks[label] = clock
         return clock
 
-    def _show(self, row_id: Any, label: str, c: Any) -> None:
+    def _show(self, row_id: Any, label: str, c: Any, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.perf_counter()
+        from .suite.progress import EtaTracker, duration
+
+        now = self.clock()
+        state = tuple(getattr(c, name, 0) for name in ("samples_done", "calls", "cache_hits", "failures",
+                                                       "completion_tokens"))
+        changed = self.row_changed.get(label)
+        if changed is None or changed[0] != state:
+            self.row_changed[label] = (state, now)
+        quiet = now - self.row_changed[label][1]
+        finished = c.samples_total and c.samples_done >= c.samples_total
+        if finished and label not in self.row_finished:
+            self.row_finished[label] = now
         clock = self._row_clock(label, c, now)
-        elapsed = now - clock[0] if clock else 0.0
+        # a finished row keeps the rate it ran at; it does not decay towards 0 tok/s while others run
+        elapsed = (self.row_finished.get(label, now) - clock[0]) if clock else 0.0
         speed = f"{(c.completion_tokens - clock[2]) / elapsed:.1f} tok/s" if clock and elapsed > 0 else "— tok/s"
         stats = f"{speed}  cache {c.cache_hits}  retries {c.retries}  failures {c.failures}"
+        done_since = c.samples_done - clock[1] if clock else 0
+        tracker = self.row_etas.setdefault(label, EtaTracker(self.clock))
+        if finished:
+            tracker.done()
+            eta = "0s"
+        else:
+            eta = tracker.text((c.samples_total - c.samples_done) * elapsed / done_since if done_since > 0 else None)
+        beat = "" if finished or quiet < self.HEARTBEAT_EVERY_S else (
+            f"  last reply {duration(quiet)} ago" if clock else f"  no reply yet in {duration(quiet)}")
         if self.progress is not None:
-            self.progress.update(row_id, total=c.samples_total, completed=c.samples_done, stats=stats)
+            self.progress.update(row_id, total=c.samples_total, completed=c.samples_done,
+                                 stats=f"ETA {eta}  {stats}{beat}")
             return
-        if c.samples_done == c.samples_total or now - self.last_line.get(label, 0.0) > 5:
+        if force or finished or now - self.last_line.get(label, 0.0) > 5:
             self.last_line[label] = now
-            done_since = c.samples_done - clock[1] if clock else 0
-            eta = (f"{(c.samples_total - c.samples_done) * elapsed / done_since:.0f}s" if done_since > 0
-                   else "0s" if c.samples_done == c.samples_total else "?")
-            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta}  {stats}",
+            self.console.print(f"{label}: {c.samples_done}/{c.samples_total}  ETA {eta}  {stats}{beat}",
                                highlight=False)

@@ -2,7 +2,7 @@
 
 cli.py defines run, score, list, compare, report and demo. Every other command comes through plugins.py's
 door, like tasks and backends: the built-in tables (COMMANDS below for the harness's own groups,
-benchmarks/extensions.py for the benchmarks') and the entry-point group `finharness.commands` of installed
+the benchmarks' declarations, benchmarks/*/__init__.py) and the entry-point group `finharness.commands` of installed
 distributions. A name is the command's path joined by dots (`ucfe`, `data.convert.ideafinbench`); its value
 `module:attr` names a typer.Typer (a command group) or a function (one command, typer-annotated, its
 docstring the help). A dotted name mounts into the group its prefix names: the longest prefix that is a
@@ -25,6 +25,7 @@ from typer.core import TyperGroup
 from .plugins import BUILT_IN, COMMAND_GROUP, Plugin, PluginError, catalogue
 
 COMMANDS: dict[str, str] = {
+    "contamination": "finharness.contamination.cli:contamination_command",
     "data": "finharness.data.cli:data_app",
     "markets": "finharness.markets.cli:markets_app",
     "plan": "finharness.stats.cli:plan_command",
@@ -33,19 +34,22 @@ COMMANDS: dict[str, str] = {
     "ui": "finharness.ui.cli:ui_app",
     "doctor": "finharness.doctor:doctor",
 }
-"""The harness's own command groups (the benchmarks' are in benchmarks/extensions.py COMMANDS)."""
+"""The harness's own command groups (the benchmarks' are in their declarations, benchmarks/declaration.py)."""
 
 
 def built_in_commands() -> dict[str, str]:
-    from .benchmarks.extensions import COMMANDS as BENCHMARK_COMMANDS
+    """The harness's own commands and those the built-in benchmarks declare (benchmarks/*/__init__.py)."""
+    from .benchmarks.declaration import built_in_commands as benchmark_commands
 
-    return {**COMMANDS, **BENCHMARK_COMMANDS}
+    return {**COMMANDS, **benchmark_commands()}
 
 
 def command_plugins() -> dict[str, Plugin | PluginError]:
     """Every usable command plug-in by dotted name; a name several distributions give is its PluginError."""
     found: dict[str, Plugin | PluginError] = {}
-    for plugin, unused in catalogue(built_in_commands(), COMMAND_GROUP):
+    from .benchmarks.declaration import installed_plugins
+
+    for plugin, unused in catalogue(built_in_commands(), COMMAND_GROUP, installed_plugins("commands")):
         if unused is None:
             found[plugin.name] = plugin
         elif plugin.name not in found:  # ambiguous: every distribution giving the name is a candidate
@@ -133,8 +137,13 @@ class PluginGroup(TyperGroup):
     _plugins: dict[str, Plugin | PluginError] | None = None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        import sys
+
+        from . import cli_common
         from .redact import redacting_streams
 
+        given = kwargs.get("args", args[0] if args else None)
+        cli_common.INVOKED_ARGS[:] = list(sys.argv[1:] if given is None else given)  # the command that resumes
         with redacting_streams():
             return super().main(*args, **kwargs)
 

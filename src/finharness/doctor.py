@@ -178,16 +178,29 @@ def check_browser() -> CheckResult:
                        f"{shutil.which('chromedriver')}")
 
 
-def check_data_dir() -> CheckResult:
-    from .data.registry import default_data_dir
+def check_data_dir(root: Path | None = None) -> CheckResult:
+    """What the data root holds: each registered dataset present (sizes checked), and whether the quick suite's
+    datasets are all there (the first scorecard's); a folder that merely exists, empty or with an empty
+    `bizbench/data/`, holds nothing."""
+    from .data.registry import default_data_dir, load_registry, verify
+    from .suite.data_check import dataset_states, declared_needs
+    from .suite.spec import load_suite
 
-    folder = default_data_dir()
-    if folder is None or not Path(folder).is_dir():
-        where = folder or "not set"
-        return CheckResult("benchmark data folder", False, False, f"{where} (the demo needs none)",
-                           "set FINHARNESS_DATA_DIR or pass --data-dir; `finharness data pull NAME` fetches a source")
-    names = sorted(p.name for p in Path(folder).iterdir() if p.is_dir())
-    return CheckResult("benchmark data folder", True, False, f"{folder}: {', '.join(names) or 'empty'}")
+    name = "benchmark data (for the quick suite)"
+    folder = Path(root) if root is not None else default_data_dir()
+    fix = f"`finharness data pull --suite quick --data-dir {folder}` (or pass --data-dir / set FINHARNESS_DATA_DIR)"
+    if not folder.is_dir():
+        return CheckResult(name, False, False, f"{folder}: no such folder (the demo needs none)", fix)
+    here = [d.name for d in load_registry() if d.available_here
+            and verify(d.name, folder, checksums=False).status in ("present", "unverified", "partial")]
+    needs = declared_needs(load_suite("quick"), folder)
+    states = dataset_states(list(needs), folder)
+    lacking = [n for n, (status, _) in states.items() if status not in ("present", "partial")]
+    held = f"{len(here)} dataset(s) present (sizes checked): {', '.join(here)}" if here else "no dataset present"
+    if lacking:
+        return CheckResult(name, False, False, f"{folder}: {held}; the quick suite also needs: {', '.join(lacking)}",
+                           fix)
+    return CheckResult(name, True, False, f"{folder}: {held}; every dataset the quick suite reads is here")
 
 
 def run_checks(*, engine_only: bool = False, timeout: float = 300.0) -> list[CheckResult]:

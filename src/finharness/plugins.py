@@ -1,9 +1,10 @@
 """Where tasks, backends, commands and report sections come from: built in, an installed package's entry
 point, or (tasks) a Python file.
 
-One door for all of them. benchmarks/registry.py (tasks), backends/__init__.py (backends), cli_plugins.py and
-benchmarks/extensions.py (command groups, report sections) name their built-ins as `name -> "module:attr"`;
-an installed distribution adds more under the entry-point groups `finharness.tasks`, `finharness.backends`,
+One door for all of them. benchmarks/registry.py (tasks), backends/__init__.py (backends), cli_plugins.py (command
+groups) and report/sections.py (report sections) name their built-ins as `name -> "module:attr"` (a benchmark's
+from its declaration, benchmarks/declaration.py, where an installed benchmark declares its own under the group
+`finharness.benchmarks`); an installed distribution adds more under the entry-point groups `finharness.tasks`, `finharness.backends`,
 `finharness.commands` and `finharness.report_sections` (same `module:attr` values); a task may also be given
 as `path/to/file.py:ClassName`, loaded from that file. Each found thing is a `Plugin` carrying its
 `Source`, which `finharness list` shows. Nothing is imported until it is used (`Plugin.load`), so
@@ -162,11 +163,11 @@ def entry_point_plugins(group: str) -> list[Plugin]:
     return sorted(found, key=lambda p: (p.name, p.distribution or ""))
 
 
-def catalogue(builtins: Mapping[str, str], group: str) -> list[tuple[Plugin, str | None]]:
-    """Every plugin of a kind: the built-ins, then the entry points of `group`; each with why it is not
-    used (None when it is what its name resolves to)."""
+def catalogue(builtins: Mapping[str, str], group: str, extra: Sequence[Plugin] = ()) -> list[tuple[Plugin, str | None]]:
+    """Every plugin of a kind: the built-ins, then the entry points of `group` and `extra` (those an installed
+    benchmark declares); each with why it is not used (None when it is what its name resolves to)."""
     out: list[tuple[Plugin, str | None]] = [(Plugin(name, target, BUILT_IN), None) for name, target in builtins.items()]
-    eps = entry_point_plugins(group)
+    eps = [*entry_point_plugins(group), *extra]
     for p in eps:
         if p.name in builtins:
             out.append((p, "shadowed by the built-in of the same name"))

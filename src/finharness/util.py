@@ -110,9 +110,10 @@ def output_console(**options: Any) -> Any:
 
 # -- long preparation phases --------------------------------------------------------------------------
 
-PhaseListener = Callable[[str, str, "float | None"], None]
+PhaseListener = Callable[[str, str, "float | str | None"], None]
 """Called with ("start", description, total steps or None), then ("advance", description, steps done) after each
-step of a phase that counts its steps, then ("end", description, seconds) when the phase succeeded or
+step of a phase that counts its steps, ("status", description, text) when the phase says where it stands in words (a
+provider's batch: its state and counts), then ("end", description, seconds) when the phase succeeded or
 ("failed", description, seconds) when it raised."""
 
 
@@ -130,6 +131,11 @@ class PhaseSteps:
         self.done += 1
         for listener in self._listeners:
             listener("advance", self.description, float(self.done))
+
+    def say(self, text: str) -> None:
+        """Where the phase stands, in words (shown beside it; a line in line mode when it changes)."""
+        for listener in self._listeners:
+            listener("status", self.description, text)
 
 
 _phase_listeners: list[PhaseListener] = []

@@ -219,12 +219,13 @@ def test_compare_modes_delta_and_paired_test(tmp_path):
     f = rows["F"]
     assert f["n"] == 6 and f["norag"] == pytest.approx(43.3333, abs=1e-3) and f["rag"] == pytest.approx(73.3333, abs=1e-3)
     assert f["delta_pct"] == pytest.approx((73.33333 - 43.33333) / 43.33333 * 100, abs=1e-3)
-    # 6 questions: the exact sign-flip test, every one of the 2^6 sign patterns of the differences
-    d = [rag[f"F{i}"] - norag[f"F{i}"] for i in range(1, 7)]
-    flips = [abs(sum(s * x for s, x in zip(signs, d))) for signs in itertools.product((1, -1), repeat=6)]
-    expected_p = sum(f >= abs(sum(d)) - 1e-12 for f in flips) / 64
-    assert f["test"] == "sign-flip-exact" and f["p_value"] == pytest.approx(expected_p, abs=1e-4)
-    assert f["stars"] == "*" and expected_p == pytest.approx(2 / 64)  # every difference ≥ 0: only ± all
+    # 6 questions: the bounded interval of the differences and the binomial test it inverts (stats.paired_test,
+    # issue 36: the verdict and the interval from one test); six differences, all >= 0, do not reach 0.05
+    from finharness.stats import paired_test
+
+    expected = paired_test({k: norag[k] for k in norag if k[0] == "F"}, {k: rag[k] for k in rag if k[0] == "F"})
+    assert f["test"] == "effective-n binomial" and f["p_value"] == pytest.approx(expected.p_value, abs=1e-4)
+    assert f["stars"] == "" and expected.verdict == "tied" and expected.ci95[0] < 0 < expected.ci95[1]
     assert rows["T"]["stars"] == "" and rows["FT"]["n"] == 0 and rows["overall"]["n"] == 9
     assert [w.split(":")[0] for w in result["warnings"]] == ["F", "T", "overall"]  # n < 30 said out loud
     fifty = {f"F{i}": 0.2 * (i % 5) for i in range(1, 51)}

@@ -174,8 +174,12 @@ OTHER_PROGRAMS: Mapping[str, str] = {
     "vllm": "an outside server (vllm serve); the command after it runs against a local stand-in",
     "pytest": "the reliability suite, part of make test",
     "python bench/": "a performance script, by hand only (tests/unit/test_ci_coverage.py runs a small version)",
+    "python docs/examples/evaluate.py": "the Python API's example script (tests/unit/test_api.py runs it on a fake)",
     ".venv/bin/python bench/run_all.py --only": "performance measurements, by hand only",
     ".venv/bin/python bench/hf_vs_embedded.py": "a performance comparison, by hand only",
+    ".venv/bin/python bench/financebench_grader.py": "FinanceBench's grade-check figures with the design / held-out "
+                                                     "split, by hand (`financebench grade-check`, which runs, is the "
+                                                     "same without the split)",
 }
 """Lines of other programs, by how they start, and why the test does not run them (--help of bench/run_all.py
 below is run)."""

@@ -30,7 +30,7 @@ def test_doctor_on_a_working_machine_says_which_cpu_features_the_engine_uses():
     assert "llama-cpp-python 0.3.36" in engine["detail"] and "CPU features" in engine["detail"]
     assert rows["engine build has no AMX code"]["ok"]
     assert rows["embedded model file"]["ok"]
-    assert {"bubblewrap isolates", "chromium for browser tests", "benchmark data folder"} <= set(rows)
+    assert {"bubblewrap isolates", "chromium for browser tests", "benchmark data (for the quick suite)"} <= set(rows)
 
 
 @pytest.mark.model

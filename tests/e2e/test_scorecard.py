@@ -14,6 +14,7 @@ import asyncio
 import csv
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -291,16 +292,19 @@ def test_bizbench_composite_is_the_mean_of_its_tasks_with_their_variances_combin
         assert cell.value == pytest.approx(sum(heads) / 2) == pytest.approx(expected.value)
         assert list(cell.ci95) == pytest.approx(list(expected.ci95)) and cell.n == 2 * len(YEARS)
     assert card.cell("bizbench_mean", ALPHA).value == 1.0 and card.cell("bizbench_mean", BETA).value == 0.5
-    # the difference: per task the paired differences of the shared items, combined as the values are
+    # the difference: per task the paired differences of the shared items (in [-1, 1]), combined with the values'
+    # weights into the difference's own normal interval and p
     d = next(d for d in card.differences if d.row == "bizbench_mean")
     diffs = []
     for t in ("bizbench_tatqa-e", "bizbench_secnum"):
         a, b = per_sample(suite_dir, ALPHA, t), per_sample(suite_dir, BETA, t)
-        diffs.append((0.5, mean_ci([a[i] - b[i] for i in sorted(a)])))
-    expected = weighted_mean_ci(diffs)
+        diffs.append(mean_ci([a[i] - b[i] for i in sorted(a)], bounds=(-1.0, 1.0)))
+    value = sum(0.5 * e.value for e in diffs)
+    se = math.sqrt(sum(0.25 * e.variance for e in diffs))
     assert (d.ahead, d.behind, d.test) == (ALPHA, BETA, "weighted-paired")
-    assert d.diff == pytest.approx(0.5) == pytest.approx(expected.value)
-    assert list(d.ci95) == pytest.approx(list(expected.ci95)) and d.separable == (expected.ci95[0] > 0)
+    assert d.diff == pytest.approx(0.5) == pytest.approx(value)
+    assert list(d.ci95) == pytest.approx([max(-1.0, value - 1.959964 * se), min(1.0, value + 1.959964 * se)])
+    assert d.p_value == pytest.approx(math.erfc(value / se / math.sqrt(2))) and d.separable == (d.ci95[0] > 0)
 
 
 def test_fintradebench_rag_delta_and_its_judges_copy_rate(card, suite_dir):

@@ -8,6 +8,7 @@ file holding a planted secret, the pid of a host process whose environment holds
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -53,6 +54,16 @@ class Attack:
     leak_if: Callable[[Any], str | None] | None = None
     """What the result itself shows reached the host (a leak name), beyond the generic checks."""
 
+    plants: bool = False
+    """The program leaves things in every place it may write: the next job on the worker must see none."""
+
+    layers: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Kind -> errno -> the layer it names for this attack, where the default (LAYER_BY_ERRNO) would misname
+    it (an EPERM of the uid's ownership check, not of seccomp)."""
+
+    describe: Callable[[Any], str | None] | None = None
+    """The matrix cell for a result that ran to its end, when the result itself tells (a count held by a limit)."""
+
     def expected(self, config: str) -> tuple[Outcome, ...] | None:
         """Acceptable outcomes under a configuration of CONFIGS."""
         kind, audit = CONFIGS[config]
@@ -60,6 +71,14 @@ class Attack:
             return self.bare
         return self.guarded if audit else self.os_layer
 
+
+AS_ROOT = os.geteuid() == 0
+"""How the harness runs. As root every worker drops to a uid of its own, so what the bare kind (no kernel
+layers) leaks to a program that fools the guard shrinks to what that uid may reach; as a normal user the
+job is that user, and reaches what it owns."""
+NPROC = 8
+"""Limits.nproc of the attack suite: processes and threads of the worker's uid, the zygote and the job's
+main thread included, so a job may start at most NPROC - 2 threads."""
 
 TIMEOUT = (("timeout", "CPUTimeLimit"), ("timeout", "WallTimeout"))
 REFUSED = (("error", "PermissionError"), ("error", "OSError"), ("error", "FileNotFoundError"))
@@ -117,6 +136,73 @@ def _subinterpreter(body: str) -> str:
 # job directory's, then do what the guard would have refused.
 _PATCH_GUARD = ("import os, posixpath\njob = os.getcwd()\n"
                 "posixpath._joinrealpath = lambda path, rest, strict, seen: (job, True)\n")
+
+
+# Each refusal is recorded by errno and the program goes on; the guard's own refusal ends it (its outcome).
+_ATTEMPT = ("import os\nanswer = {{}}\n"
+            "def attempt(name, action):\n    try:\n        action()\n        answer[name] = 'done'\n"
+            "    except OSError as exc:\n        if type(exc).__name__ == 'SandboxViolation':\n            raise\n"
+            "        answer[name] = exc.errno\n")
+
+
+def _done(leak: str, keys: tuple[str, ...] | None = None) -> Callable[[Any], str | None]:
+    """A leak when an operation the program reports (in `keys`, or any) went through."""
+    def check(result) -> str | None:
+        if result.ok and isinstance(result.value, dict):
+            if any(v == "done" for k, v in result.value.items() if keys is None or k.split(":")[-1] in keys):
+                return leak
+        return None
+    return check
+
+
+def _over(limit: int, leak: str) -> Callable[[Any], str | None]:
+    return lambda result: leak if result.ok and isinstance(result.value, (int, float)) and result.value > limit else None
+
+
+def _created(result) -> str | None:
+    """A SysV object or message queue was made: it would outlive the job."""
+    if result.ok and isinstance(result.value, dict) and any(v[0] != -1 for v in result.value.values()):
+        return "kernel object outlived the job"
+    return None
+
+
+def _timers(result) -> str | None:
+    made = result.value.get("timer_create", (-1, 0))[0] if result.ok and isinstance(result.value, dict) else -1
+    return "timers piled up" if made > 64 else None
+
+
+_PLANT_ONE = (
+    "def deep(top):\n    fd = os.open(top, os.O_RDONLY)\n    os.mkdir('{mark}-deep', dir_fd=fd)\n"
+    "    name = '{mark}-deep'\n    for _ in range(1500):\n        inner = os.open(name, os.O_RDONLY, dir_fd=fd)\n"
+    "        os.close(fd)\n        fd, name = inner, 'd'\n        os.mkdir(name, dir_fd=fd)\n"
+    "    os.close(os.open('{mark}-message', os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))\n    os.close(fd)\n"
+    "def zero(top):\n    os.mkdir(f'{{top}}/{mark}-zero')\n    open(f'{{top}}/{mark}-zero/msg', 'w').write('{mark}-message')\n"
+    "    old = os.umask(0o777)\n    os.mkdir(f'{{top}}/{mark}-zero/inner')\n    os.umask(old)\n"
+    "    os.chmod(f'{{top}}/{mark}-zero', 0)\n"
+    "def hold(path):\n    f = open(path, 'w')\n    while True:\n        f.write('x')\n        f.flush()\n"
+    "        time.sleep(0.01)\n"
+    "def plant(top):\n"
+    "    attempt(f'{{top}}:wx', lambda: (os.mkdir(f'{{top}}/{mark}-wx', 0o300),\n"
+    "                                 open(f'{{top}}/{mark}-wx/msg', 'w').write('{mark}-message')))\n"
+    "    attempt(f'{{top}}:zero', lambda: zero(top))\n    attempt(f'{{top}}:deep', lambda: deep(top))\n"
+    "    attempt(f'{{top}}:fifo', lambda: os.mkfifo(f'{{top}}/{mark}-fifo'))\n"
+    "    attempt(f'{{top}}:held', lambda: open(f'{{top}}/{mark}-held', 'w').close())\n"
+    "    if answer[f'{{top}}:held'] == 'done':\n"
+    "        threading.Thread(target=hold, args=(f'{{top}}/{mark}-held',), daemon=True).start()\n")
+PLANT = (_ATTEMPT + "import threading, time\n" + _PLANT_ONE + "plant('.')\n"
+         "attempt('.:link_out', lambda: os.symlink('/etc/passwd', '{mark}-link'))\n"
+         "attempt('.:dir_link_out', lambda: os.symlink('/usr', '{mark}-dirlink'))\n"
+         "plant('..')\ntime.sleep(0.05)\n")
+"""Leaves, in the job directory and its parent (bubblewrap's whole /tmp), a 0300 directory and a 0000 one
+with a message, a 1,500-deep tree, a FIFO, symlinks out, a file a thread keeps writing."""
+
+READER = (_PATCH_GUARD + "found = []\n"
+          "for top in ('.', '..', '/tmp'):\n    try:\n        names = os.listdir(top)\n    except OSError:\n"
+          "        names = []\n    found += [f'{{top}}/{{name}}' for name in names if '{mark}' in name]\n"
+          "    for path in ('{mark}-wx/msg', '{mark}-zero/msg', '{mark}-held'):\n        try:\n"
+          "            found.append(f'{{top}}/{{path}}: ' + open(f'{{top}}/{{path}}').read()[:40])\n"
+          "        except OSError:\n            pass\nanswer = sorted(set(found))")
+"""A later, different program on the same worker, with the guard's path checks fooled: what does it find?"""
 
 ATTACKS = [
     Attack("socket_connect_to_host_listener",
@@ -234,13 +320,14 @@ ATTACKS = [
                            ".read())\n"
                            "attempt('write_tmp', lambda: open('/tmp/{mark}-sw', 'w').write('x'))\n"),
            os_layer=(("ok", None),), errno={"bwrap": (2, 13), "kernel": (13,)}, victim=True),
+    # As root the bare kind's uid cannot read root's files or processes; as a normal user it is their owner.
     Attack("patched_guard_helper_reads_secret", _PATCH_GUARD + "answer = open('{secret_file}').read()",
-           guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),), errno=NAMESPACE_OR_LANDLOCK,
-           leaks={"bare": ("secret in output",)}),
+           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
+           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}),
     Attack("patched_guard_helper_reads_victim_environ",
            _PATCH_GUARD + "answer = open('/proc/{victim}/environ').read()",
-           guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),), errno=NAMESPACE_OR_LANDLOCK,
-           leaks={"bare": ("secret in output",)}, victim=True),
+           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
+           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}, victim=True),
     Attack("patched_guard_helper_fills_host_tmp",
            _PATCH_GUARD + "for i in range(20):\n    open(f'/tmp/{mark}-fill-{{i}}', 'wb').write(b'x' * 2**20)\n"
            "answer = 20", guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),),
@@ -254,8 +341,9 @@ ATTACKS = [
            "answer = os.system('echo x > /tmp/{mark}-frame')", os_layer=(("ok", None),)),
     Attack("pidfd_signal_kills_host_victim",
            "import os, signal\nfd = os.pidfd_open({victim})\nsignal.pidfd_send_signal(fd, signal.SIGKILL)\nanswer = 1",
-           guarded=(("error", "PermissionError"),), os_layer=(("error", "PermissionError"),), bare=(("ok", None),),
-           errno=SECCOMP, leaks={"bare": ("victim killed",)}, victim=True),
+           guarded=(("error", "PermissionError"),), os_layer=(("error", "PermissionError"),),
+           bare=(("error", "PermissionError"),) if AS_ROOT else (("ok", None),), errno=SECCOMP,
+           leaks={} if AS_ROOT else {"bare": ("victim killed",)}, victim=True),
     Attack("kill_host_victim", "import os\nos.kill({victim}, 9)\nanswer = 1", os_layer=(("error", "PermissionError"),),
            errno=SECCOMP, victim=True),
     Attack("kill_every_process_of_the_uid", "import os\nos.kill(-1, 9)\nanswer = 1",
@@ -298,11 +386,73 @@ ATTACKS = [
     Attack("thread_kept_alive_past_the_result",
            "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\nanswer = 3",
            guarded=(("ok", None),), os_layer=(("ok", None),)),
+    # ---- issue 34: modes, owners and times; the process limit; kernel objects; what a job leaves behind ----
+    # (the test also compares the mode, owner and times of host files before and after every attack)
+    Attack("setuid_bit_on_host_files_by_descriptor",
+           _ATTEMPT + "for path in (os.__file__, '/usr/share/zoneinfo/Etc/UTC', '/usr/bin/env', '{secret_file}'):\n"
+           "    try:\n        fd = os.open(path, os.O_RDONLY)\n    except OSError as exc:\n"
+           "        if type(exc).__name__ == 'SandboxViolation':\n            raise\n"
+           "        answer[path] = exc.errno\n        continue\n"
+           "    attempt(path, lambda: os.fchmod(fd, 0o4777))\n",
+           os_layer=(("ok", None),), errno={"bwrap": (2, 30), "kernel": (1, 13)}, leak_if=_done("host file mode changed")),
+    Attack("mode_and_times_of_host_files_through_a_patched_guard",
+           _PATCH_GUARD + _ATTEMPT + "attempt('chmod_module', lambda: os.chmod(os.__file__, 0o4777))\n"
+           "attempt('chmod_secret', lambda: os.chmod('{secret_file}', 0o777))\n"
+           "attempt('utime_zoneinfo', lambda: os.utime('/usr/share/zoneinfo/Etc/UTC', (0, 0)))\n"
+           "attempt('utime_secret', lambda: os.utime('{secret_file}', (0, 0)))\n",
+           guarded=(("ok", None),), os_layer=(("ok", None),), errno={"bwrap": (2, 30), "kernel": (1,)},
+           leaks={} if AS_ROOT else {"bare": ("host file changed",)}, layers={"bare": {1: "uid", 13: "uid"}}),
+    Attack("times_and_owner_of_host_files_by_descriptor",
+           _ATTEMPT + "for path in (os.__file__, '/usr/share/zoneinfo/Etc/UTC'):\n    fd = os.open(path, os.O_RDONLY)\n"
+           "    attempt(path + ':utime', lambda: os.utime(fd, (0, 0)))\n"
+           "    attempt(path + ':chown', lambda: os.fchown(fd, os.getuid(), os.getgid()))\n",
+           os_layer=(("ok", None),), errno={"bwrap": (1, 30), "kernel": (1,)}, leak_if=_done("host file changed")),
+    # bubblewrap allows mode changes (its host is read-only and other uids'): /tmp is root's there, the job's
+    # own directory is its own (the cleanup removes it whatever its mode). As a normal user /tmp is theirs too.
+    Attack("mode_of_the_job_and_scratch_directories",
+           _ATTEMPT + "attempt('scratch', lambda: os.chmod('..', 0o777))\nattempt('job', lambda: os.chmod('.', 0))\n",
+           os_layer=(("ok", None),), errno={"bwrap": (1,), "kernel": (1,)} if AS_ROOT else {"kernel": (1,)},
+           layers={"bwrap": {1: "uid"}}),
+    Attack("thread_bomb_past_the_process_limit",
+           "import threading\nstop = threading.Event()\nanswer = 0\ntry:\n    for _ in range(150):\n"
+           "        threading.Thread(target=stop.wait, daemon=True).start()\n        answer += 1\n"
+           "except RuntimeError:\n    pass\nstop.set()",
+           guarded=(("ok", None),), os_layer=(("ok", None),),
+           leak_if=_over(NPROC - 2, "process limit crossed"),
+           describe=lambda r: f"RLIMIT_NPROC/pids cgroup ({r.value:.0f} threads)" if r.ok else None),
+    Attack("lock_a_host_file",
+           "import fcntl, struct\n" + _ATTEMPT + "fd = os.open(os.__file__, os.O_RDONLY)\n"
+           "attempt('flock', lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))\n"
+           "attempt('posix', lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB))\n"
+           "attempt('ofd', lambda: fcntl.fcntl(fd, 37, struct.pack('hhqqi4x', fcntl.F_RDLCK, 0, 0, 0, 0)))\n",
+           os_layer=(("ok", None),), errno=SECCOMP, leak_if=_done("host file locked")),
+    Attack("posix_timers_pile_up",
+           "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\ntimer = ctypes.c_void_p()\nmade = 0\n"
+           "while made < 1000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:\n    made += 1\n"
+           "answer = {{'timer_create': (made or -1, ctypes.get_errno())}}",
+           os_layer=(("ok", None),), errno=SECCOMP, leak_if=_timers),
+    Attack("sysv_ipc_and_message_queues_outlive_the_job",
+           "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nanswer = {{}}\n"
+           "for name, call in (('shmget', lambda: libc.shmget(0, 2**20, 0o1600)),\n"
+           "                   ('msgget', lambda: libc.msgget(0, 0o1600)), ('semget', lambda: libc.semget(0, 1, 0o1600)),\n"
+           "                   ('mq_open', lambda: libc.mq_open(b'/{mark}', os.O_CREAT | os.O_RDWR, 0o600, None))):\n"
+           "    answer[name] = (call(), ctypes.get_errno())",
+           os_layer=(("ok", None),), errno=SECCOMP, leak_if=_created),
+    Attack("leave_files_for_the_next_job", PLANT, os_layer=(("ok", None),),  # mkfifo: seccomp (mknod)
+           errno={"bwrap": (1, 13), "kernel": (1, 13)}, plants=True),
+    Attack("deep_tree_of_long_names_for_the_cleanup",
+           _ATTEMPT + "def tree():\n    fd = os.open('.', os.O_RDONLY)\n    for i in range(300):\n"
+           "        name = f'{mark}-{{i}}-' + 'n' * 200\n        os.mkdir(name, dir_fd=fd)\n"
+           "        inner = os.open(name, os.O_RDONLY, dir_fd=fd)\n        os.close(fd)\n        fd = inner\n"
+           "    old = os.umask(0o777)\n    os.mkdir('{mark}-closed', dir_fd=fd)\n    os.umask(old)\n"
+           "attempt('tree', tree)\n",  # 60,000 characters of path: past PATH_MAX
+           guarded=(("ok", None),), os_layer=(("ok", None),), errno={"kernel": (13,)}, plants=True),
+
 ]
 
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
 LAYER_BY_ERRNO = {1: "seccomp", 13: "Landlock", 2: "mount namespace", 30: "read-only mount", 28: "sized tmpfs",
-                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp"}
+                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp", 11: "RLIMIT_NPROC/pids cgroup"}
 
 
 def refusal_errno(message: str | None) -> int | None:
@@ -311,8 +461,17 @@ def refusal_errno(message: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def stopped_by(result) -> str:
-    """Which layer ended or refused the program, read from its result (for the matrix)."""
+def stopped_by(result, kind: str | None = None, attack: Attack | None = None) -> str:
+    """Which layer ended or refused the program, read from its result (for the matrix). `kind` ('bwrap',
+    'kernel', 'bare') names an errno where the kinds differ: without kernel layers, EPERM and EACCES come
+    from the unprivileged uid's permission checks."""
+    names = dict(LAYER_BY_ERRNO)
+    if kind == "bare":
+        names.update({1: "uid", 13: "uid"})
+    if attack is not None:
+        names.update(attack.layers.get(kind or "", {}))
+    if attack is not None and attack.describe is not None and (cell := attack.describe(result)):
+        return cell
     if result.error_class == "SandboxViolation":
         return "audit guard"
     if result.error_class == "MemoryLimit":
@@ -330,10 +489,10 @@ def stopped_by(result) -> str:
     if result.status == "ok" and isinstance(result.value, (dict, str)):
         codes = value_errnos(result.value)
         if codes:
-            return "+".join(sorted({LAYER_BY_ERRNO.get(code, f"errno {code}") for code in codes}))
+            return "+".join(sorted({names.get(code, f"errno {code}") for code in codes}))
     code = refusal_errno(result.message)
     if code is not None:
-        return LAYER_BY_ERRNO.get(code, f"errno {code}")
+        return names.get(code, f"errno {code}")
     return "ran (contained)" if result.status == "ok" else f"{result.status} ({result.error_class})"
 
 

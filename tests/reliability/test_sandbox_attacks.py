@@ -32,12 +32,22 @@ import pytest
 from finharness.sandbox import Limits, Sandbox, bwrap_problem, kernel_problem
 from finharness.sandbox.launch import python_roots
 from tests.conftest import required, skip_or_fail_without_isolation
-from tests.reliability.sandbox_attacks import ATTACKS, CONFIGS, refusal_errno, stopped_by, value_errnos
+from tests.reliability.sandbox_attacks import (
+    ATTACKS,
+    CONFIGS,
+    NPROC,
+    READER,
+    refusal_errno,
+    stopped_by,
+    value_errnos,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = f"fake-secret-{uuid.uuid4().hex}"
 MARK = uuid.uuid4().hex[:12]
-LIMITS = Limits(cpu_s=1, wall_s=2, memory_mb=512, file_mb=1, nproc=8, tmpfs_mb=16)
+LIMITS = Limits(cpu_s=1, wall_s=2, memory_mb=512, file_mb=1, nproc=NPROC, tmpfs_mb=16)
+WATCHED = (os.__file__, "/usr/share/zoneinfo/Etc/UTC", "/usr/bin/env")
+"""Host files whose mode, owner and times no job may change (the planted secret file is watched too)."""
 
 
 class Listener:
@@ -100,13 +110,25 @@ class Victim:
             self.process.wait()
 
 
+def attributes(paths) -> dict[str, tuple]:
+    """Mode, owner, modification and change times of each file (a symlink's target): ctime moves with any
+    chmod, chown or utime, even one that sets the old values again."""
+    found = {}
+    for path in paths:
+        info = os.stat(path)
+        found[str(path)] = (info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
+    return found
+
+
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     os.environ["FINHARNESS_TEST_SECRET"] = SECRET  # set before any sandbox exists
     secret_file = tmp_path_factory.mktemp("secret") / "api_key.txt"
     secret_file.write_text(SECRET)
     listener, victim = Listener(), Victim()
-    yield {"listener": listener, "secret_file": secret_file, "victim": victim}
+    watched = (*WATCHED, str(secret_file))
+    yield {"listener": listener, "secret_file": secret_file, "victim": victim, "watched": watched,
+           "attributes": attributes(watched)}
     listener.close()
     victim.stop()
     os.environ.pop("FINHARNESS_TEST_SECRET", None)
@@ -178,7 +200,22 @@ def host_leaks(result, host, attack, connections_before: int) -> list[str]:
         host["victim"].restart()
     if attack.leak_if is not None and (leak := attack.leak_if(result)):
         leaks.append(leak)
+    if "watched" in host and (now := attributes(host["watched"])) != host["attributes"]:
+        leaks.append("host file changed")
+        for path, (mode, uid, gid, mtime, _) in host["attributes"].items():  # put them back
+            if now[path] != host["attributes"][path]:
+                os.chown(path, uid, gid)
+                os.chmod(path, mode & 0o7777)
+                os.utime(path, ns=(mtime, mtime))
+        host["attributes"] = attributes(host["watched"])
     return leaks
+
+
+def read_what_was_left(box: Sandbox) -> list:
+    """What a later, different program on the same worker finds of what the last one left."""
+    result = box.run(READER.format(mark=MARK), mode="answer_variable")
+    assert result.ok, result
+    return result.value
 
 
 def run_attack(box: Sandbox, host, attack):
@@ -219,6 +256,8 @@ def test_attack_is_contained_and_leaves_no_trace(sandbox, host, attack):
     if attack.name == "raw_system_calls_through_ctypes" and result.ok:
         assert all(ret == -1 for ret, _ in result.value.values()), result.value
     assert leaks == list(attack.leaks.get(config, ())), f"{attack.name} under {config}: reached the host: {leaks}"
+    if attack.plants:
+        assert read_what_was_left(sandbox) == [], f"{attack.name} under {config}: the next job found it"
     # The sandbox still works, and nothing the attack started survives in it.
     follow_up = sandbox.run("import os\n(6 * 7, os.getcwd() == os.path.realpath('.'), sorted(os.listdir('.')))")
     assert follow_up.value == [42.0, True, []], follow_up

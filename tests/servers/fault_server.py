@@ -144,7 +144,8 @@ class FaultServer(ThreadingHTTPServer):
 
     def __init__(self, *, script: Sequence[str], rate: float, seed: int, kinds: Sequence[str],
                  retry_after: int, timeout_sleep: float, latency: float,
-                 responder: Callable[[dict], str] | None, plan: Callable[[dict], str | None] | None = None):
+                 responder: Callable[[dict], str] | None, plan: Callable[[dict], str | None] | None = None,
+                 usage: Callable[[dict, str], dict] | None = None):
         _check_kinds([*script, *kinds])
         super().__init__(("127.0.0.1", 0), _Handler)
         self.script = list(script)
@@ -156,6 +157,9 @@ class FaultServer(ThreadingHTTPServer):
         self.timeout_sleep = timeout_sleep
         self.latency = latency
         self.responder = responder
+        self.usage = usage
+        """(body, reply text) -> the token counts a reply reports ({"prompt_tokens", "completion_tokens"}, also for
+        the Anthropic shape); None: words of the prompt and of the text."""
         self.counters = FaultCounters()
         self.lock = threading.Lock()
         self.settled = threading.Condition(self.lock)
@@ -397,6 +401,8 @@ class _Handler(BaseHTTPRequestHandler):
             text = server.responder(body) if server.responder else answer_text(body)
             finished = True
         payload = (_openai_answer if shape == "openai" else _anthropic_answer)(body, text, finished)
+        if server.usage is not None:  # a server that counts its own way (e.g. more than max_tokens)
+            _report_usage(shape, payload, server.usage(body, text))
         if kind == "empty_choices":
             if shape == "openai":
                 payload["choices"] = []
@@ -439,12 +445,22 @@ def _anthropic_answer(body: dict, text: str, finished: bool) -> dict:
             "usage": {"input_tokens": _words(body), "output_tokens": len(text.split())}}
 
 
+def _report_usage(shape: str, payload: dict, usage: dict) -> None:
+    prompt, completion = int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    if shape == "anthropic":
+        payload["usage"] = {"input_tokens": prompt, "output_tokens": completion}
+    else:
+        payload["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                            "total_tokens": prompt + completion}
+
+
 @contextlib.contextmanager
 def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0,
                  kinds: Sequence[str] = tuple(sorted(RETRYABLE_FAULTS)), retry_after: int = 2,
                  timeout_sleep: float = 30.0, latency: float = 0.0,
                  responder: Callable[[dict], str] | None = None,
-                 plan: Callable[[dict], str | None] | None = None) -> Iterator[FaultServer]:
+                 plan: Callable[[dict], str | None] | None = None,
+                 usage: Callable[[dict, str], dict] | None = None) -> Iterator[FaultServer]:
     """Run a FaultServer in a background thread; yields it (`.base_url`, `.counters`).
 
     script: fault kinds for the first POSTs, in order; rate/seed/kinds: the random
@@ -452,9 +468,11 @@ def fault_server(script: Sequence[str] = (), *, rate: float = 0.0, seed: int = 0
     the longest a 'timeout' fault or a 'slow_ok' reply is held waiting for the client
     to give up (only a client that never does waits it out); latency: seconds each
     other POST takes (to make requests overlap); plan: body -> fault kind or None,
-    consulted first (binds a fault to a request)."""
+    consulted first (binds a fault to a request); usage: (body, text) -> the token counts a
+    healthy reply reports (a server that reports more than max_tokens)."""
     server = FaultServer(script=script, rate=rate, seed=seed, kinds=kinds, retry_after=retry_after,
-                         timeout_sleep=timeout_sleep, latency=latency, responder=responder, plan=plan)
+                         timeout_sleep=timeout_sleep, latency=latency, responder=responder, plan=plan,
+                         usage=usage)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                               name="fault-server", daemon=True)
     thread.start()

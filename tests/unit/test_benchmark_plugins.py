@@ -151,3 +151,31 @@ def test_importing_the_command_line_imports_no_command_group():
             "print(sorted(m for m in sys.modules if m.endswith('.cli') or m == 'importlib.metadata'))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "['finharness.cli']"
+
+
+ACME_DECLARED = ACME + ACME_REPORT.replace("from markupsafe import Markup\n", "from markupsafe import Markup\n") + '''
+
+from finharness.benchmarks.declaration import Benchmark
+
+BENCHMARK = Benchmark(name="acme", display="Acme Bench", tasks={"acme": "acme_declared:AcmeTask"},
+                      commands={"acme": "acme_declared:acme_app", "data.convert.acme": "acme_declared:convert_command"},
+                      report_section="acme_declared:SECTION")
+'''
+
+
+def test_a_benchmark_declared_once_brings_its_task_commands_and_section(tmp_path, monkeypatch):
+    fake_distribution(tmp_path / "dist", "acme-declared", "1.0",
+                      {"finharness.benchmarks": {"acme": "acme_declared:BENCHMARK"}}, {"acme_declared": ACME_DECLARED})
+    monkeypatch.syspath_prepend(str(tmp_path / "dist"))
+    from finharness.benchmarks.declaration import display_name, every_benchmark
+
+    assert "acme" in {b.name for b in every_benchmark()} and display_name("acme") == "Acme Bench"
+    greeted = invoke("acme", "hello", "--name", "Ada")
+    assert greeted.exit_code == 0 and greeted.output == "hello Ada from acme\n"
+    assert "acme " in invoke("data", "convert", "--help").output
+    run = invoke("run", "acme", "--model", "fake?reply=Answer: A", "--out", str(tmp_path / "run"), "-q")
+    assert run.exit_code == 0, run.output
+    html = write_html_report([tmp_path / "run"], tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<section id="acme-bench"><h2>Acme Bench</h2>' in html
+    listed = invoke("list")
+    assert "acme" in listed.output and "acme-declared 1.0" in listed.output

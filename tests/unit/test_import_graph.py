@@ -155,11 +155,12 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
                         "finharness.data", "finharness.data.*", "finharness.util", "finharness.redact")),
     ("core", ("finharness.core", "finharness.core.*", "finharness.plugins")),
     ("shared services", ("finharness", *(f"finharness.{name}{tail}" for name in
-                                         ("agents", "backends", "markets", "retrieval", "judges", "rating", "sandbox")
+                                         ("agents", "backends", "contamination", "markets", "retrieval", "judges", "rating",
+                                          "sandbox")
                                          for tail in ("", ".*")))),
     ("benchmarks", ("finharness.benchmarks", "finharness.benchmarks.*")),
     ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*",
-                       "finharness.suite", "finharness.suite.*")),
+                       "finharness.suite", "finharness.suite.*", "finharness.api")),
     ("command line", ("finharness.cli", "finharness.__main__", "finharness.doctor")),
 )
 """(floor, module patterns), bottom first; a module sits on the floor of its first matching pattern."""

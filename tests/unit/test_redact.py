@@ -1,11 +1,14 @@
-"""The one redaction step (finharness/redact.py): what it takes out, what it leaves, and that it keeps up with the
-environment."""
+"""The one redaction step (finharness/redact.py): what it takes out (every encoding a server can echo a key in, and
+parts of it), what it leaves, that JSON text stays JSON, and that it keeps up with the environment."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import re
 import sys
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -79,3 +82,85 @@ def test_the_streams_are_redacted_inside_the_block_and_restored_after(monkeypatc
     assert sys.stdout is out and sys.stderr is err
     assert out.getvalue() == "the key [redacted $OPENAI_API_KEY]\n"
     assert err.getvalue() == "err [redacted $OPENAI_API_KEY]\n"
+
+
+PLANTED = "sk-proj-Ab3/dE+f9Gh=iJkLmNoP7qRsTuV"
+"""A key with the characters percent-encoding, base64 and JSON treat apart (`/`, `+`, `=`)."""
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize("echo", [
+    PLANTED, quote(PLANTED, safe=""), quote(PLANTED), quote_plus(PLANTED),
+    re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quote(PLANTED, safe="")),
+    b64(PLANTED), b64(PLANTED).rstrip("="), base64.urlsafe_b64encode(PLANTED.encode()).decode(),
+    json.dumps(PLANTED)[1:-1].replace("/", "\\/"),
+    PLANTED[10:22], PLANTED[-8:], b64(PLANTED)[:18], quote(PLANTED, safe="")[:24],  # in part, cut short
+], ids=["raw", "quote-safe-none", "quote", "quote_plus", "lower-hex", "base64", "base64-unpadded", "base64-urlsafe",
+        "json-slash", "part", "last-8", "base64-cut", "percent-cut"])
+def test_every_encoding_and_part_of_a_key_is_redacted(monkeypatch: pytest.MonkeyPatch, echo: str):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    assert redact(f"you sent <{echo}>.") == "you sent <[redacted $OPENAI_API_KEY]>."
+
+
+@pytest.mark.parametrize("before", ["user:", "bob:", "Bearer ", "x", "xy", ""])
+def test_a_key_inside_a_longer_base64_text_is_found_at_every_alignment(monkeypatch: pytest.MonkeyPatch, before: str):
+    """base64(before + key + after): the characters that depend on the key alone are taken out, at each of the three
+    offsets the key can stand at; at most one character on each side (a few bits of it) is left."""
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    encoded = b64(before + PLANTED + "!")
+    out = redact(f"Authorization: Basic {encoded}")
+    assert "[redacted $OPENAI_API_KEY]" in out
+    kept = out.removeprefix("Authorization: Basic ").split("[redacted $OPENAI_API_KEY]")
+    assert len(kept[0]) <= -(-8 * len(before) // 6) + 1 and len(kept[1]) <= 4
+
+
+@pytest.mark.parametrize("text", [
+    "sk-proj-Ab3/ is the start of every project key",  # the public prefix and 4 of the key's own characters
+    "a run of 7: iJkLmNo here",  # shorter than WINDOW
+    "c2stcHJvai0= is base64('sk-proj-')",  # what the prefix alone encodes to
+])
+def test_what_is_not_enough_of_a_key_is_left(monkeypatch: pytest.MonkeyPatch, text: str):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    assert redact(text) == text
+
+
+def test_a_word_or_a_number_of_a_password_stays_in_the_text_but_the_password_goes(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DB_PASSWORD", "password20240101")
+    text = "the password field; dated 20240101; it was password20240101"
+    assert redact(text) == "the password field; dated 20240101; it was [redacted $DB_PASSWORD]"
+
+
+def test_partial_runs_keep_json_text_json_whatever_escapes_stand_next_to_them(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ODD_API_KEY", 'Q9x"W2\\e3Rt5Yu7Io9Pa1Sd')
+    cases = ['Q9x"W2\\e3Rt5Yu7Io9', 'pre\\"W2\\e3Rt5Yu7Io9Pa1Sd', '\\e3Rt5Yu7Io9Pa1Sd', 'é3Rt5Yu7Io9Pa1Sd\n',
+             'x\\e3Rt5Yu7Io9Pa1', 'e3Rt5Yu7Io9Pa1Sd\u00e9', '\\\\e3Rt5Yu7Io9Pa1Sd']
+    for case in cases:
+        for ascii_only in (True, False):
+            text = json.dumps({"reply": case, "n": 1}, ensure_ascii=ascii_only)
+            out = redact(text)
+            assert json.loads(out)["n"] == 1, (case, out)
+            assert "Rt5Yu7Io" not in out and "[redacted $ODD_API_KEY]" in out, (case, out)
+
+
+def test_a_long_text_is_searched_as_a_short_one_is(monkeypatch: pytest.MonkeyPatch):
+    """Texts from NUMPY_FROM bytes on are searched with numpy: the same runs, found at any place and alignment."""
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    pieces = [PLANTED[9:30], quote(PLANTED, safe=""), b64("u:" + PLANTED)]
+    for pad in range(4):
+        short = " | ".join(pieces)
+        long = "é" * pad + "x" * redaction.NUMPY_FROM + short + "ü" * 500
+        assert redact(long) == "é" * pad + "x" * redaction.NUMPY_FROM + redact(short) + "ü" * 500
+        assert PLANTED[12:20] not in redact(long)
+
+
+def test_no_secret_no_change_and_the_search_is_made_once_per_set_of_keys(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    redact("x")
+    index = redaction._index
+    text = "ordinary text " * 200
+    assert redact(text) == text and redaction._index is index
+    monkeypatch.setenv("OTHER_API_KEY", "another-key-9c8b7a6d")
+    assert redact("another-key-9c8b7a6d") == "[redacted $OTHER_API_KEY]" and redaction._index is not index

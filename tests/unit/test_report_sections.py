@@ -62,7 +62,7 @@ def test_fintradebench_rag_delta_is_paired_and_starred(tmp_path: Path):
     rows = {(cells[0], cells[1]): cells for cells in table_rows(ftb) if len(cells) == 8}
     # columns: model, type, No-RAG, RAG, RAG Δ, CI of Δ, p, test
     f, t, ft = rows[("m", "F")], rows[("m", "T")], rows[("m", "FT")]
-    assert f[4] == "50.0% ***" and f[7] == "mcnemar-exact (n=40)"  # 20 discordant, all one way
+    assert f[4] == "50.0% ***" and f[7] == "mcnemar-score (n=40)"  # 20 discordant, all one way
     assert t[4] == "2.5%" and float(t[6]) > 0.05  # one item: no star
     assert ft[4] == "0.0%" and t[6] != "—"
     assert "Golden-indicator F1" in ftb and "f1.proper" in ftb

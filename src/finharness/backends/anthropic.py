@@ -10,6 +10,12 @@ plus N; the temperature must stay at its default 1, so it is left out (a greedy 
 sampled), and top_p below 0.95 is left out too. Each such change is recorded in the response's
 `adaptations`. The thinking blocks come back as `GenerateResponse.reasoning`, apart from the answer.
 
+Prompt caching (`?cache=0` turns it off): `cache_control` breakpoints on the system prompt and, in a request with
+earlier turns, on the history and the last turn, where the prefix is long enough to be cached
+(backends/prompt_cache.py); the usage's cache reads and writes become `GenerateResponse.cached_tokens` and
+`cache_write_tokens`, and `prompt_tokens` is every prompt token (fresh, read and written). The marks change what is
+billed, not what the model answers: they are not part of the identity.
+
 Tool calls: a request's tools go as `tools` ([{"name", "description", "input_schema"}]), an assistant turn's calls
 as `tool_use` blocks, tool turns as `tool_result` blocks of one user message (`anthropic_messages`); the reply's
 `tool_use` blocks become `GenerateResponse.tool_calls` (their input as canonical JSON), stop_reason `tool_use`
@@ -18,6 +24,7 @@ finish_reason 'tool_calls'.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping, Sequence
 
 from ..core.backend import BaseBackend, Capabilities
@@ -30,11 +37,13 @@ from .http_common import (
     RemoteSpec,
     bad_response,
     endpoint_problem,
+    flag_option,
     int_option,
     parse_remote_spec,
     post_json,
     warn_once,
 )
+from .prompt_cache import block_tokens, breakpoints, min_cache_tokens, with_cache_control
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -66,6 +75,10 @@ class AnthropicBackend(BaseBackend):
         self._warned: set[str] = set()
         self.thinking_budget = int_option(spec, remote.options, "thinking_budget", minimum=MIN_THINKING_BUDGET)
         """Extended thinking's budget_tokens (None: no thinking)."""
+        self.cache = flag_option(spec, remote.options, "cache") if "cache" in remote.options else True
+        """Mark the stable prefix for the prompt cache (`?cache=0`: never)."""
+        self.cache_minimum = min_cache_tokens(remote.model)
+        """The shortest prefix (estimated tokens) the model caches: shorter ones are never marked."""
 
     def preflight(self) -> str | None:
         """Why the server cannot be used (None: it answers): GET {base_url}/models, before a run's first call."""
@@ -77,6 +90,13 @@ class AnthropicBackend(BaseBackend):
         if self.thinking_budget is not None:  # only when asked: a plain spec's identity stays as it was
             identity["thinking_budget"] = self.thinking_budget
         return identity
+
+    def completion_limits(self, params: Any) -> tuple[int, int | None]:
+        """(the completion limit a call is sent with: max_tokens, plus the budget with extended thinking; None: the
+        spec says whether the model thinks)."""
+        if self.thinking_budget is None:
+            return params.max_tokens, None
+        return thinking_limit(params, self.thinking_budget)[0], None
 
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
         """The JSON body of one Messages call: system turns go to the top-level `system` field."""
@@ -112,6 +132,8 @@ class AnthropicBackend(BaseBackend):
             body["top_p"] = params.top_p
         if params.stop:
             body["stop_sequences"] = list(params.stop)
+        if self.cache:
+            mark_cache(body, self.cache_minimum)
         adaptations: list[Adaptation] = []
         budget = self.thinking_budget
         if budget is not None:
@@ -133,34 +155,58 @@ class AnthropicBackend(BaseBackend):
         what = f"POST {self.remote.base_url}/messages (model {self.remote.model})"
         sent, adaptations = self.payload_and_adaptations(request)
         body = await post_json(self._client.get(), "/messages", sent, what)
-        content = body.get("content")
-        stop_reason = body.get("stop_reason")
-        if not isinstance(content, list):
-            raise bad_response(what, f"no content list in {str(body)[:120]}")
-        blocks = [block for block in content if isinstance(block, dict)]
-        text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
-        thinking = [block.get("thinking", "") if block.get("type") == "thinking" else "[redacted thinking]"
-                    for block in blocks if block.get("type") in ("thinking", "redacted_thinking")]
-        tool_calls, tool_call_error = read_tool_uses(blocks)
-        # An empty answer is real only when the server says why it stopped, or it called tools.
-        if not text and not stop_reason and not (tool_calls or tool_call_error):
-            raise bad_response(what, f"empty content and no stop_reason in {str(body)[:120]}")
-        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
-        details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
-        return GenerateResponse(
-            text=text,
-            finish_reason=FINISH_REASONS.get(stop_reason, str(stop_reason or "unknown")),
-            prompt_tokens=int(usage.get("input_tokens") or 0),
-            completion_tokens=int(usage.get("output_tokens") or 0),
-            reasoning="\n\n".join(thinking) if thinking else None,
-            reasoning_tokens=int(details.get("thinking_tokens") or 0),
-            adaptations=adaptations,
-            tool_calls=tool_calls,
-            tool_call_error=tool_call_error,
-        )
+        return parse_message(body, what, adaptations)
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def mark_cache(body: dict[str, Any], minimum: int) -> None:
+    """Put cache_control breakpoints into a Messages body (prompt_cache.breakpoints): the system prompt becomes a text
+    block when marked, and each marked message's last block carries the mark."""
+    system = body.get("system")
+    before = sum(block_tokens(json.dumps(t, ensure_ascii=False)) for t in body.get("tools", ())) + (
+        block_tokens(system) if system else 0)
+    marks = breakpoints(before, body["messages"], minimum)
+    if marks.system and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    for i in marks.messages:
+        body["messages"][i] = with_cache_control(body["messages"][i])
+
+
+def parse_message(body: Mapping[str, Any], what: str, adaptations: tuple[Adaptation, ...] = ()) -> GenerateResponse:
+    """A Messages reply (a live call's body, or a batch result's `message`) -> GenerateResponse: text, thinking apart,
+    tool calls, usage with the prompt cache's reads and writes apart."""
+    content = body.get("content")
+    stop_reason = body.get("stop_reason")
+    if not isinstance(content, list):
+        raise bad_response(what, f"no content list in {str(body)[:120]}")
+    blocks = [block for block in content if isinstance(block, dict)]
+    text = "".join(block.get("text", "") for block in blocks if block.get("type") == "text")
+    thinking = [block.get("thinking", "") if block.get("type") == "thinking" else "[redacted thinking]"
+                for block in blocks if block.get("type") in ("thinking", "redacted_thinking")]
+    tool_calls, tool_call_error = read_tool_uses(blocks)
+    # An empty answer is real only when the server says why it stopped, or it called tools.
+    if not text and not stop_reason and not (tool_calls or tool_call_error):
+        raise bad_response(what, f"empty content and no stop_reason in {str(body)[:120]}")
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), dict) else {}
+    # input_tokens counts only what follows the last cache hit or write: the prompt is all three
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    return GenerateResponse(
+        text=text,
+        finish_reason=FINISH_REASONS.get(stop_reason, str(stop_reason or "unknown")),
+        prompt_tokens=int(usage.get("input_tokens") or 0) + read + written,
+        completion_tokens=int(usage.get("output_tokens") or 0),
+        reasoning="\n\n".join(thinking) if thinking else None,
+        reasoning_tokens=int(details.get("thinking_tokens") or 0),
+        adaptations=adaptations,
+        tool_calls=tool_calls,
+        tool_call_error=tool_call_error,
+        cached_tokens=read,
+        cache_write_tokens=written,
+    )
 
 
 def anthropic_messages(messages: Sequence[Message], spec: str) -> list[dict[str, Any]]:
@@ -225,5 +271,5 @@ def read_tool_uses(blocks: Sequence[Mapping[str, Any]]) -> tuple[tuple[ToolCall,
 def from_spec(spec: str) -> AnthropicBackend:
     """`anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="anthropic", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="ANTHROPIC_API_KEY", extra_options=("thinking_budget",))
+                               default_key_env="ANTHROPIC_API_KEY", extra_options=("thinking_budget", "cache"))
     return AnthropicBackend(spec, remote)

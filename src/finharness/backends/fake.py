@@ -56,7 +56,8 @@ from ..core.types import (
     ToolCall,
     to_jsonable,
 )
-from .spec_options import split_options
+from ..redact import redact
+from .spec_options import float_option, split_options
 
 LETTERS = "ABCD"
 
@@ -223,6 +224,8 @@ class FakeBackend(BaseBackend):
         return response
 
     def _loglikelihood(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        if request.per_token:
+            return self._per_token(request)
         if self.logprob is not None:
             lps = tuple(float(self.logprob(request.context, c)) for c in request.continuations)
         else:
@@ -236,6 +239,50 @@ class FakeBackend(BaseBackend):
                                      tokens_evaluated=ctx + sum(counts))
 
 
+    def _per_token(self, request: LoglikelihoodRequest) -> LoglikelihoodResponse:
+        """A per_token request: each continuation cut into fake_tokens; token i scores
+        logprob(context + the tokens before it, token i) (seeded noise without `logprob`), the chain rule, so the
+        sum is the continuation's logprob wherever `logprob` adds up over pieces; every token's next-token
+        distribution has mean FAKE_TOKEN_MEAN and standard deviation FAKE_TOKEN_STD (a fake has no vocabulary)."""
+        rng = self._rng(request)
+        per_token = []
+        for continuation in request.continuations:
+            pieces, values, done = fake_tokens(continuation), [], ""
+            for piece in pieces:
+                values.append(float(self.logprob(request.context + done, piece)) if self.logprob is not None
+                              else -rng.uniform(0.1, 10.0))
+                done += piece
+            per_token.append(tuple(values))
+        lps = tuple(float(sum(values)) for values in per_token)
+        best = max(range(len(lps)), key=lps.__getitem__)
+        ctx = self.count_tokens(request.context) or 0
+        return LoglikelihoodResponse(
+            logprobs=lps, is_greedy=tuple(i == best for i in range(len(lps))),
+            continuation_tokens=tuple(len(v) for v in per_token), context_tokens=ctx,
+            tokens_evaluated=ctx + sum(len(v) for v in per_token), token_logprobs=tuple(per_token),
+            token_means=tuple((FAKE_TOKEN_MEAN,) * len(v) for v in per_token),
+            token_stds=tuple((FAKE_TOKEN_STD,) * len(v) for v in per_token))
+
+
+FAKE_TOKEN_MEAN = -3.0
+"""E[log p] the fake gives every token's next-token distribution (per_token requests)."""
+
+FAKE_TOKEN_STD = 1.0
+"""The standard deviation of log p the fake gives every token's next-token distribution."""
+
+
+def fake_tokens(text: str) -> list[str]:
+    """The fake's tokens of a text: 3 characters each, the last taking the rest (as many as count_tokens says)."""
+    if len(text) < 6:
+        return [text] if text else []
+    cuts = list(range(0, len(text) // 3 * 3, 3))
+    return [text[a:b] for a, b in zip(cuts, [*cuts[1:], len(text)])]
+
+
+MAX_LATENCY = 3600.0
+"""The longest `?latency=` a fake takes, in seconds (a fake slower than an hour is a typo)."""
+
+
 def from_spec(spec: str) -> FakeBackend:
     base, opts = split_options(spec, {"latency", "script", "reply", "name", "log"})
     if base != "fake":
@@ -246,9 +293,6 @@ def from_spec(spec: str) -> FakeBackend:
         if not path.exists():
             raise SpecError(f"model spec {spec!r}: script file {path} not found")
         script = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    try:
-        latency = float(opts.get("latency", 0.0))
-    except ValueError:
-        raise SpecError(f"model spec {spec!r}: latency must be a number of seconds") from None
+    latency = float_option(redact(spec), opts, "latency", minimum=0.0, maximum=MAX_LATENCY) or 0.0
     return FakeBackend(spec, latency=latency, script=script, reply=opts.get("reply"), name=opts.get("name", "fake"),
                        log=opts.get("log"), record=False)  # a dry run of any size keeps no requests

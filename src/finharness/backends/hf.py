@@ -182,6 +182,9 @@ class ScoringJob:
     continuations: list[list[int]]
     """Each continuation's token ids (none empty)."""
 
+    per_token: bool = False
+    """Also each token's log-probability and the moments of log p at it (LoglikelihoodRequest.per_token)."""
+
 
 @dataclass
 class _Decoding:
@@ -417,6 +420,13 @@ class HfBackend(BaseBackend):
     def count_tokens(self, text: str) -> int | None:
         return len(self._encode(text, False))
 
+    def completion_limits(self, params: Any) -> tuple[int, int | None]:
+        """(the completion limit a call is sent with: max_tokens, plus a thinking budget when the model thinks; None:
+        the chat template or the spec says whether it does)."""
+        if not self.thinks():
+            return params.max_tokens, None
+        return thinking_limit(params, self.options.thinking_budget)[0], None
+
     def thinks(self) -> bool:
         """The model thinks before it answers: the spec gives a thinking budget, or its chat template writes
         a `<think>` block."""
@@ -503,11 +513,12 @@ class HfBackend(BaseBackend):
         limit = self.capabilities.context_length
         if limit is not None and positions > limit:
             raise self._limit_error(positions, "the context + the longest continuation")
-        result = await self._submit(self._scorings, ScoringJob(context, continuations))
+        result = await self._submit(self._scorings, ScoringJob(context, continuations, request.per_token))
         return LoglikelihoodResponse(
             logprobs=tuple(result["logprobs"]), is_greedy=tuple(result["greedy"]),
             continuation_tokens=tuple(len(ids) for ids in continuations), context_tokens=len(context),
-            tokens_evaluated=result["evaluated"])
+            tokens_evaluated=result["evaluated"], token_logprobs=result.get("token_logprobs"),
+            token_means=result.get("token_means"), token_stds=result.get("token_stds"))
 
     # --- generation batches -------------------------------------------------------------------------
 
@@ -635,21 +646,28 @@ class HfBackend(BaseBackend):
         results, counted = [], set()
         for job in jobs:
             totals, greedy, evaluated = [], [], 0
+            detail: dict[str, list[list[float]]] = {"token_logprobs": [], "token_means": [], "token_stds": []}
             for ids in job.continuations:
                 row = served[tuple(job.context + ids[:-1])]
                 if row not in counted:  # a row's tokens count for the first request that uses it
                     counted.add(row)
                     evaluated += len(rows[row])
                 scored = [next(scores) for _ in ids]
-                totals.append(float(sum(logprob for logprob, _ in scored)))
-                greedy.append(all(is_best for _, is_best in scored))
-            results.append({"logprobs": totals, "greedy": greedy, "evaluated": evaluated})
+                totals.append(float(sum(logprob for logprob, _, _, _ in scored)))
+                greedy.append(all(is_best for _, is_best, _, _ in scored))
+                if job.per_token:
+                    detail["token_logprobs"].append([logprob for logprob, _, _, _ in scored])
+                    detail["token_means"].append([mean for _, _, mean, _ in scored])
+                    detail["token_stds"].append([std for _, _, _, std in scored])
+            results.append({"logprobs": totals, "greedy": greedy, "evaluated": evaluated,
+                            **(detail if job.per_token else {})})
         return results
 
     def _token_scores(self, rows: list[tuple[int, ...]],
-                      queries: list[tuple[int, int, int]]) -> list[tuple[float, bool]]:
-        """(logprob, is the argmax) of each (row, position, token) query. Rows run in right-padded batches of at
-        most batch_size rows and LOGITS_BUDGET logits, each giving logits at its queried positions only."""
+                      queries: list[tuple[int, int, int]]) -> list[tuple[float, bool, float, float]]:
+        """(logprob, is the argmax, mean and standard deviation of log p over the next-token distribution) of each
+        (row, position, token) query. Rows run in right-padded batches of at most batch_size rows and
+        LOGITS_BUDGET logits, each giving logits at its queried positions only."""
         torch = self._torch
         positions_of: list[set[int]] = [set() for _ in rows]
         by_row: list[list[int]] = [[] for _ in rows]  # query indices per row
@@ -658,7 +676,7 @@ class HfBackend(BaseBackend):
             by_row[row].append(q)
         wanted = [sorted(positions) for positions in positions_of]
         column = [{position: k for k, position in enumerate(positions)} for positions in wanted]
-        answers: list[tuple[float, bool]] = [(0.0, False)] * len(queries)
+        answers: list[tuple[float, bool, float, float]] = [(0.0, False, 0.0, 0.0)] * len(queries)
         with self._computing, torch.inference_mode():
             model, device = self.model(), self._input_device
             vocabulary = model.get_output_embeddings().weight.shape[0]
@@ -683,9 +701,13 @@ class HfBackend(BaseBackend):
                 at = [(queries[q][0] - start, column[queries[q][0]][queries[q][1]], queries[q][2]) for q in mine]
                 r_index, k_index, tokens = (torch.tensor(column, device=logprobs.device) for column in zip(*at))
                 values = logprobs[r_index, k_index, tokens].tolist()
-                best = (logprobs[r_index, k_index].argmax(dim=-1) == tokens).tolist()
-                for q, value, is_best in zip(mine, values, best):
-                    answers[q] = (value, is_best)
+                picked = logprobs[r_index, k_index]
+                best = (picked.argmax(dim=-1) == tokens).tolist()
+                # the moments Min-K%++ standardises by, over the whole distribution (cheap beside the forward pass)
+                mean = (picked.exp() * picked).sum(dim=-1)
+                std = ((picked.exp() * picked * picked).sum(dim=-1) - mean * mean).clamp(min=0.0).sqrt()
+                for q, value, is_best, m, sd in zip(mine, values, best, mean.tolist(), std.tolist()):
+                    answers[q] = (value, is_best, m, sd)
                 start = end
         return answers
 

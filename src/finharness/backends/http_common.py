@@ -17,12 +17,14 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote_plus
 
 import httpx
 
 from ..core.backend import BackendError, SpecError
-from ..redact import REDACTED, note_secret, redact
+from ..redact import REDACTED, known_prefix, note_secret, redact
+from .spec_options import float_option as spec_float_option
+from .spec_options import int_option as spec_int_option
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,55 @@ KEY_OPTION = re.compile(r"(?:api_?)?key|.*_key|.*token|.*secret|password|auth.*"
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What `key_env` must look like: a variable's name, not the key."""
 
+MAX_CONCURRENCY = 1024
+"""The most calls `?concurrency=` may keep open at once (the run keeps twice as many samples in flight)."""
+
+MAX_TIMEOUT = 86_400.0
+"""The longest read timeout `?timeout=` may set, in seconds (a day: longer is a hang, not a timeout)."""
+
+MAX_INT_OPTION = 10_000_000
+"""The largest integer option a remote spec takes unless it says otherwise (a thinking budget of more tokens than
+any model's context is a typo)."""
+
+_KEY_ENV_VALUE = re.compile(r"([?&;]key_env=)([^&;#]*)")
+
+
+def looks_like_key(name: str) -> bool:
+    """Whether a `key_env` value is more likely a key than a variable's name: a well-known key prefix (`sk-`,
+    `hf_`, `ghp_`...) with 16 or more characters after it; or 16 or more characters mixing lower-case letters,
+    upper-case letters and digits (a name keeps to one case: OPENAI_API_KEY, my_key); or 24 or more letters and
+    digits with digits among them and no `_`."""
+    prefix = known_prefix(name)
+    if prefix and len(name) - len(prefix) >= 16:
+        return True
+    if len(name) >= 16 and any(c.islower() for c in name) and any(c.isupper() for c in name) \
+            and any(c.isdigit() for c in name):
+        return True
+    return len(name) >= 24 and "_" not in name and any(c.isdigit() for c in name)
+
+
+def variable_name(value: str) -> bool:
+    """Whether `value` may be shown as the name of the variable that holds a key (not the key itself)."""
+    return bool(VARIABLE_NAME.fullmatch(value)) and not looks_like_key(value)
+
+
+def userinfo_hidden(spec: str) -> str:
+    """`spec` with any userinfo of its BASE_URL replaced by [redacted]: everything between `://` and the last `@`
+    (or between the model's `@` and a second one), whether it parses as userinfo or not: `http://user:KEY@host`,
+    also with a `/`, `?` or `#` in KEY, which no URL parser reads as userinfo."""
+    last = spec.rfind("@")
+    scheme = spec.find("://")
+    start = scheme + 3 if 0 <= scheme < last else spec.find("@") + 1
+    return spec if start > last else spec[:start] + REDACTED + spec[last:]
+
+
+def shown_spec(spec: str) -> str:
+    """A remote spec as a message may show it: its userinfo (`userinfo_hidden`) and a key_env that is not a
+    variable's name (it may be the key) replaced by [redacted], the rest redacted."""
+    shown = _KEY_ENV_VALUE.sub(lambda m: m.group(1) + (m.group(2) if variable_name(unquote_plus(m.group(2)))
+                                                       else REDACTED), userinfo_hidden(spec))
+    return redact(shown)
+
 
 def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_key_env: str,
                       default_concurrency: int = 8, default_timeout: float = 120.0,
@@ -82,13 +133,18 @@ def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_
     backend's own options, handed back as written in `RemoteSpec.options` for the backend to check.
 
     A key never stands in the spec (the spec is stored with every result): credentials in BASE_URL
-    (`http://user:KEY@host`) and a key-like option (`?api_key=`) are refused, and no message shows them."""
+    (`http://user:KEY@host`, also userinfo no URL parser reads, with a `/` in KEY), a key-like option (`?api_key=`)
+    and a key given as key_env are refused, and no message shows them. A key_env written in the spec names a
+    variable that must be set."""
     extras = "".join(f"&{name}=..." for name in sorted(extra_options))
     usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS{extras}]', "
              f"e.g. '{scheme}:my-model@http://127.0.0.1:8080/v1?concurrency=4'")
     key_hint = (f"put the key in an environment variable (default ${default_key_env}; another: ?key_env=NAME): "
                 "it is sent in the request's header and never stored")
-    shown = redact(spec)
+    shown = shown_spec(spec)
+    if userinfo_hidden(spec) != spec:  # before anything parses the URL: a KEY with a `/` reads as host and path
+        raise SpecError(f"model spec {shown!r}: BASE_URL holds credentials (USER:KEY@, or an '@' that would be "
+                        f"read as them), which would be stored with every result; {key_hint}")
     prefix = scheme + ":"
     if not spec.startswith(prefix):
         raise SpecError(f"model spec {shown!r}: {usage}")
@@ -99,9 +155,12 @@ def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_
         raise SpecError(f"model spec {shown!r} names no model: {usage}")
     if not base_url.startswith(("http://", "https://")):
         raise SpecError(f"model spec {shown!r}: BASE_URL {redact(base_url)!r} must start with http:// or https://")
-    if "@" in base_url.partition("://")[2].partition("/")[0]:
-        raise SpecError(f"model spec {shown!r}: BASE_URL holds credentials (USER:KEY@), which would be stored "
-                        f"with every result; {key_hint}")
+    try:
+        host = httpx.URL(base_url).host
+    except httpx.InvalidURL as err:
+        raise SpecError(f"model spec {shown!r}: BASE_URL is not a URL ({err})") from None
+    if not host:
+        raise SpecError(f"model spec {shown!r}: BASE_URL names no host: {usage}")
     options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
     unknown = set(options) - COMMON_OPTIONS - set(extra_options)
     if any(KEY_OPTION.fullmatch(name) for name in unknown):
@@ -109,39 +168,38 @@ def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_
                         f"every result); {key_hint}")
     if unknown:
         raise SpecError(f"model spec {shown!r}: unknown option(s) {sorted(unknown)}; {usage}")
-    try:
-        concurrency = int(options.get("concurrency", default_concurrency))
-        timeout = float(options.get("timeout", default_timeout))
-    except ValueError as exc:
-        raise SpecError(f"model spec {shown!r}: concurrency must be an integer and timeout a number "
-                        f"of seconds ({exc})") from None
-    if concurrency < 1 or timeout <= 0:
-        raise SpecError(f"model spec {shown!r}: concurrency must be >= 1 and timeout > 0")
+    concurrency = int_option(spec, options, "concurrency", minimum=1, maximum=MAX_CONCURRENCY)
+    timeout = float_option(spec, options, "timeout", minimum=0.0, maximum=MAX_TIMEOUT, inclusive=False)
     key_env = options.get("key_env") or default_key_env
-    if not VARIABLE_NAME.fullmatch(key_env):
-        raise SpecError(f"model spec {shown.replace(key_env, REDACTED)!r}: key_env names the environment variable "
-                        "holding the key (letters, digits and _), never the key itself; " + key_hint)
+    if not variable_name(key_env):
+        raise SpecError(f"model spec {shown!r}: key_env names the environment variable that holds the key "
+                        "(letters, digits and _, e.g. MY_PROVIDER_KEY), never the key itself; what was given does "
+                        "not look like a variable's name and is not shown; " + key_hint)
     api_key = os.environ.get(key_env) or None
+    if api_key is None and options.get("key_env"):  # named on purpose: a run without its key would fail each call
+        raise SpecError(f"model spec {shown!r}: ${key_env} is not set (key_env={key_env} names the variable that "
+                        "holds the key); set it, or leave key_env out for a server that needs no key")
     note_secret(api_key, key_env)  # redacted from everything stored or printed, whatever the variable's name
     if api_key is None and base_url == default_base_url:
         raise SpecError(f"model spec {shown!r}: the hosted API needs a key; set ${key_env} "
                         f"(or name another variable with ?key_env=NAME)")
     own = {k: v for k, v in options.items() if k in extra_options}
-    return RemoteSpec(scheme, model, base_url, key_env, api_key, concurrency, timeout, own)
+    return RemoteSpec(scheme, model, base_url, key_env, api_key,
+                      default_concurrency if concurrency is None else concurrency,
+                      default_timeout if timeout is None else timeout, own)
 
 
-def int_option(spec: str, options: Mapping[str, str], name: str, *, minimum: int) -> int | None:
-    """An integer option of a spec (None when absent); SpecError when it is not one, or below `minimum`."""
-    raw = options.get(name)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SpecError(f"model spec {spec!r}: {name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise SpecError(f"model spec {spec!r}: {name} must be >= {minimum}, got {value}")
-    return value
+def int_option(spec: str, options: Mapping[str, str], name: str, *, minimum: int,
+               maximum: int = MAX_INT_OPTION) -> int | None:
+    """An integer option of a remote spec (spec_options.int_option, the spec shown as shown_spec shows it)."""
+    return spec_int_option(shown_spec(spec), options, name, minimum=minimum, maximum=maximum)
+
+
+def float_option(spec: str, options: Mapping[str, str], name: str, *, minimum: float, maximum: float,
+                 inclusive: bool = True, unit: str = "seconds") -> float | None:
+    """A number option of a remote spec (spec_options.float_option, the spec shown as shown_spec shows it)."""
+    return spec_float_option(shown_spec(spec), options, name, minimum=minimum, maximum=maximum, inclusive=inclusive,
+                             unit=unit)
 
 
 def flag_option(spec: str, options: Mapping[str, str], name: str) -> bool:

@@ -86,6 +86,8 @@ class LlamaCppOptions:
 
     @classmethod
     def from_query(cls, query: str, *, spec: str) -> LlamaCppOptions:
+        """The options of a spec's query; SpecError, naming the option, for an unknown one or a value that is not
+        an integer in its RANGES."""
         known = {f.name for f in fields(cls)}
         values: dict[str, int] = {}
         try:
@@ -99,11 +101,28 @@ class LlamaCppOptions:
                 values[key] = int(raw)
             except ValueError:
                 raise SpecError(f"{spec}: option {key}={raw!r} must be an integer") from None
+            low, high = RANGES[key]
+            if not low <= values[key] <= high:
+                raise SpecError(f"{spec}: option {key}={raw!r} must be from {low:,} to {high:,}")
         return cls(**values)
 
     @property
     def n_threads(self) -> int:
         return self.threads or os.cpu_count() or 1
+
+
+_C_INT = 2**31 - 1
+"""The engine takes these options as C ints."""
+
+RANGES: dict[str, tuple[int, int]] = {
+    "n_ctx": (1, _C_INT),
+    "threads": (1, 1024),
+    "n_batch": (1, _C_INT),
+    "n_gpu_layers": (-1, _C_INT),  # -1: every layer
+    "prompt_cache_mb": (0, 16 * 1024 * 1024),  # 0: off; at most 16 TiB
+    "parallel": (0, 256),  # 0: the run's --concurrency; each sequence holds n_ctx KV cells of its own
+}
+"""The values each LlamaCppOptions field takes, inclusive."""
 
 
 def parse_spec(spec: str) -> tuple[Path, LlamaCppOptions]:
@@ -496,11 +515,15 @@ class LlamaCppBackend(BaseBackend):
                 f"{self.spec}: context ({n_context} tokens) + longest continuation needs {positions} "
                 f"positions, more than n_ctx={self.options.n_ctx}; shorten the context or raise n_ctx "
                 "(?n_ctx=...)")
-        result = await self._engine_call("score", context_tokens, continuation_tokens)
+        # per_token goes to the engine only when asked: a plain request's message is what it always was
+        extra = (True,) if request.per_token else ()
+        result = await self._engine_call("score", context_tokens, continuation_tokens, *extra)
         return LoglikelihoodResponse(
             logprobs=tuple(result["logprobs"]), is_greedy=tuple(result["greedy"]),
             continuation_tokens=tuple(len(t) for t in continuation_tokens),
-            context_tokens=n_context, tokens_evaluated=result["evaluated"])
+            context_tokens=n_context, tokens_evaluated=result["evaluated"],
+            token_logprobs=result.get("token_logprobs"), token_means=result.get("token_means"),
+            token_stds=result.get("token_stds"))
 
     # --- lifetime ----------------------------------------------------------------------------
 

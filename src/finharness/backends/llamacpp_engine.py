@@ -18,7 +18,7 @@ Log-likelihoods use a second context that keeps every position's logits (``logit
 unrepacked weights, one request at a time; see `Scorer` for why that gives exact numbers.
 
 Messages (pickled by multiprocessing.connection): ``("generate", id, prompt_tokens, params)``,
-``("score", id, context_tokens, continuation_tokens)`` (``"score_fresh"``: the from-scratch
+``("score", id, context_tokens, continuation_tokens[, per_token])`` (``"score_fresh"``: the from-scratch
 reference, for tests), ``("info", id)``, ``("close",)``; replies
 ``(id, "ok", result)`` or ``(id, "error", message)``.
 
@@ -491,7 +491,11 @@ class Scorer:
         llm.reset()
         return {"logprobs": logprobs, "greedy": greedy, "next_token": next_token}
 
-    def score(self, context_tokens: list[int], continuation_tokens: list[list[int]]) -> dict[str, Any]:
+    def score(self, context_tokens: list[int], continuation_tokens: list[list[int]],
+              per_token: bool = False) -> dict[str, Any]:
+        """Sum of each continuation's token log-probabilities and whether it is greedy; `per_token` also each token's
+        log-probability and the mean and standard deviation of log p over the next-token distribution at it
+        (`token_moments`), from the same logits rows."""
         from scipy.special import log_softmax
 
         llm = self.llm
@@ -502,10 +506,19 @@ class Scorer:
             reused = min(_common_prefix(llm.input_ids[:llm.n_tokens].tolist(), context_tokens), n_context)
             evaluated = _evaluate(llm, context_tokens, reused, n_context)
             logprobs, greedy = [], []
+            detail: dict[str, list[list[float]]] = {"token_logprobs": [], "token_means": [], "token_stds": []}
             for tokens in continuation_tokens:
                 # The last continuation token's own logits are never needed: only the rows
                 # before each token score it. One-token continuations cost no evaluation at all.
                 evaluated += _evaluate(llm, context_tokens + tokens, n_context, n_context + len(tokens) - 1)
+                if per_token:
+                    values, means, stds, is_greedy = token_moments(
+                        llm.scores[n_context - 1:n_context - 1 + len(tokens)], tokens)
+                    logprobs.append(float(sum(values)))
+                    greedy.append(is_greedy)
+                    for key, part in zip(detail, (values, means, stds)):
+                        detail[key].append(part)
+                    continue
                 rows = llm.scores[n_context - 1:n_context - 1 + len(tokens)].astype(np.float64)
                 token_logprobs = log_softmax(rows, axis=-1)[np.arange(len(tokens)), tokens]
                 logprobs.append(float(token_logprobs.sum()))
@@ -513,7 +526,36 @@ class Scorer:
         except (ValueError, RuntimeError):
             llm.n_tokens = 0  # the KV state is unknown after a failed decode: reuse nothing
             raise
-        return {"logprobs": logprobs, "greedy": greedy, "evaluated": evaluated}
+        out = {"logprobs": logprobs, "greedy": greedy, "evaluated": evaluated}
+        return {**out, **detail} if per_token else out
+
+
+MOMENT_ROWS = 32
+"""Logits rows turned into float64 log-probabilities at a time (32 x 152k vocabulary: 39 MB), so a long text's
+per-token values never hold its whole rows x vocabulary matrix."""
+
+
+def token_moments(rows: np.ndarray, tokens: Sequence[int]) -> tuple[list[float], list[float], list[float], bool]:
+    """(log p of each token, E[log p] and the standard deviation of log p over the next-token distribution at it,
+    whether every token is the argmax) from the logits rows that predict `tokens` (row i predicts tokens[i]).
+    Shared by the local engines: Min-K%++ (Zhang et al. 2024) standardises a token's log p by these two moments."""
+    from scipy.special import log_softmax
+
+    values: list[float] = []
+    means: list[float] = []
+    stds: list[float] = []
+    greedy = True
+    for start in range(0, len(tokens), MOMENT_ROWS):
+        chunk = np.asarray(tokens[start:start + MOMENT_ROWS])
+        logp = log_softmax(np.asarray(rows[start:start + len(chunk)], dtype=np.float64), axis=-1)
+        p = np.exp(logp)
+        mean = (p * logp).sum(axis=-1)
+        variance = np.maximum((p * logp * logp).sum(axis=-1) - mean * mean, 0.0)
+        values += logp[np.arange(len(chunk)), chunk].tolist()
+        means += mean.tolist()
+        stds += np.sqrt(variance).tolist()
+        greedy = greedy and bool((logp.argmax(axis=-1) == chunk).all())
+    return values, means, stds, greedy
 
 
 @contextlib.contextmanager
@@ -613,7 +655,8 @@ def serve(conn: Connection, config: EngineConfig) -> None:
                         if scorer is None:
                             scorer = Scorer(config)
                         method = scorer.score if kind == "score" else scorer.score_fresh
-                        conn.send((request_id, "ok", method(message[2], message[3])))
+                        # a fifth element (per_token) only where a request asks for it: older messages unchanged
+                        conn.send((request_id, "ok", method(message[2], message[3], *message[4:])))
                     elif kind == "info":
                         stats = {"decode_steps": generator.decode_steps, "peak_sequences": generator.peak_sequences,
                                  "slots": config.slots} if generator is not None else {"slots": config.slots}

@@ -169,6 +169,17 @@ class OpenAICompatBackend(BaseBackend):
                     self._server_model = {k: entry[k] for k in _SERVER_MODEL_FIELDS if k in entry}
         return self._server_model
 
+    def completion_limits(self, params: Any) -> tuple[int, int | None]:
+        """(the completion limit a call with `params` is sent with, the one it would be sent with once the server
+        shows that the model thinks; None where the spec says so or the backend has learned it): a dry run plans
+        both, since a hosted reasoning model is only known by its first refusal of max_tokens."""
+        with_thinking = thinking_limit(params, self.form.thinking_budget)[0]
+        if self.form.thinks:
+            return with_thinking, None
+        if self.form.reasoning_effort == "none" or self.form.learned:  # stated, or the server has answered already
+            return params.max_tokens, None
+        return params.max_tokens, with_thinking
+
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
         """The JSON body of one chat completion, in the form the model accepts."""
         return self.payload_and_adaptations(request)[0]
@@ -350,7 +361,24 @@ def parse_chat_reply(reply: Mapping[str, Any], what: str, request: GenerateReque
         adaptations=adaptations,
         tool_calls=tool_calls,
         tool_call_error=tool_call_error,
+        cached_tokens=cached_prompt_tokens(reply, usage),
     )
+
+
+def cached_prompt_tokens(reply: Mapping[str, Any], usage: Mapping[str, Any]) -> int:
+    """Prompt tokens the server read from its prompt cache: `usage.prompt_tokens_details.cached_tokens` (OpenAI, which
+    caches prefixes of 1,024 tokens and more by itself; vLLM with --enable-prompt-tokens-details), else a llama.cpp
+    server's `timings.cache_n` (the prompt tokens it reused from the slot's KV cache); 0 where neither is reported.
+    At most the prompt tokens reported."""
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        timings = reply.get("timings")
+        cached = timings.get("cache_n") if isinstance(timings, dict) else None
+    if isinstance(cached, bool) or not isinstance(cached, (int, float)) or cached <= 0:
+        return 0
+    return min(int(cached), prompt) if prompt else int(cached)
 
 
 def parse_logprobs(raw: Any) -> tuple[TokenLogprob, ...] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from typing import Mapping
 from urllib.parse import parse_qsl, urlencode
 
 from ..core.backend import SpecError
@@ -15,6 +17,43 @@ def split_options(spec: str, allowed: set[str]) -> tuple[str, dict[str, str]]:
     if unknown:
         raise SpecError(f"model spec {redact(spec)!r}: unknown option(s) {unknown}; allowed: {sorted(allowed)}")
     return base, options
+
+
+def int_option(shown: str, options: Mapping[str, str], name: str, *, minimum: int,
+               maximum: int | None = None) -> int | None:
+    """An integer option (None when absent); SpecError, naming the option, when it is not an integer in
+    [minimum, maximum]. `shown`: the spec as the message may show it (redacted)."""
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SpecError(f"model spec {shown!r}: {name} must be an integer, got {redact(raw)!r}") from None
+    if value < minimum:
+        raise SpecError(f"model spec {shown!r}: {name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise SpecError(f"model spec {shown!r}: {name} must be <= {maximum:,}, got {value:,}")
+    return value
+
+
+def float_option(shown: str, options: Mapping[str, str], name: str, *, minimum: float, maximum: float,
+                 inclusive: bool = True, unit: str = "seconds") -> float | None:
+    """A number option (None when absent); SpecError, naming the option, when it is not a finite number in
+    [minimum, maximum], or in (minimum, maximum] when not `inclusive`: `nan`, `inf` and `-1` are refused (float()
+    reads them all). `shown`: the spec as the message may show it (redacted)."""
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SpecError(f"model spec {shown!r}: {name} must be a number of {unit}, got {redact(raw)!r}") from None
+    above = value >= minimum if inclusive else value > minimum
+    if not (math.isfinite(value) and above and value <= maximum):
+        raise SpecError(f"model spec {shown!r}: {name} must be a finite number of {unit}, "
+                        f"{'>=' if inclusive else '>'} {minimum:g} and <= {maximum:g}, got {redact(raw)!r}")
+    return value
 
 
 RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "parallel", "concurrency", "timeout", "key_env"})

@@ -365,6 +365,13 @@ class VllmBackend(BaseBackend):
                 self._identity["thinking_budget"] = self.options.thinking_budget
         return self._identity
 
+    def completion_limits(self, params: Any) -> tuple[int, int | None]:
+        """(the completion limit a call is sent with: max_tokens, plus a thinking budget when the model thinks; None:
+        the chat template or the spec says whether it does)."""
+        if not self.thinks():
+            return params.max_tokens, None
+        return thinking_limit(params, self.options.thinking_budget)[0], None
+
     def thinks(self) -> bool:
         """The model thinks before it answers: the spec gives a thinking budget, or its chat template
         writes a `<think>` block."""

@@ -15,23 +15,12 @@ from typing import Any, Callable, Mapping
 
 from ..core.options import options_from_signature, parse_task_options, takes_any_keyword
 from ..core.task import SOURCE_KEY, Task
-from ..plugins import TASK_GROUP, Plugin, PluginError, Source, catalogue, is_file_spec, resolve
+from ..plugins import TASK_GROUP, Plugin, PluginError, Source, catalogue, entry_point_plugins, is_file_spec, resolve
+from .declaration import built_in_tasks, installed_plugins
 
-TASKS: dict[str, str] = {
-    "demo": "finharness.benchmarks.demo.task:DemoTask",
-    "cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask",
-    "ucfe": "finharness.benchmarks.ucfe.task:UCFETask",
-    "fintradebench": "finharness.benchmarks.fintradebench.task:FinTradeBenchTask",
-    "financebench": "finharness.benchmarks.financebench.task:FinanceBenchTask",
-    "bizbench/codetatqa": "finharness.benchmarks.bizbench.task:CodeTatqaTask",
-    "bizbench/tatqa-e": "finharness.benchmarks.bizbench.task:TatqaETask",
-    "bizbench/secnum": "finharness.benchmarks.bizbench.task:SecNumTask",
-    "bizbench/fincode": "finharness.benchmarks.bizbench.task:FinCodeTask",
-    "bizbench/codefinqa": "finharness.benchmarks.bizbench.task:CodeFinQATask",
-    "bizbench/convfinqa-e": "finharness.benchmarks.bizbench.task:ConvFinQAETask",
-    "bizbench/finknow": "finharness.benchmarks.bizbench.finknow:FinKnowTask",
-    "bizbench/formulaeval": "finharness.benchmarks.bizbench.formulaeval.task:FormulaEvalTask",
-}
+TASKS: dict[str, str] = built_in_tasks()
+"""Every built-in benchmark's tasks, from their declarations (benchmarks/*/__init__.py BENCHMARK); an installed
+benchmark's come from its declaration too (declaration.installed_plugins)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +109,8 @@ def resolve_task(spec: str) -> TaskRef:
     KeyError; a file or entry point that cannot be loaded or is not a Task: PluginError (a ValueError) naming it."""
     if is_task_file(spec):
         return task_file_ref(spec)
-    found = resolve(spec, TASKS, TASK_GROUP, base=Task, files=True)
+    found = resolve(spec, TASKS, TASK_GROUP, base=Task, files=True, entry_points=None if spec in TASKS else
+                    [*entry_point_plugins(TASK_GROUP), *installed_plugins("tasks")])
     if found is None:
         raise unknown_task(spec)
     cls = found.obj
@@ -151,7 +141,7 @@ def make_task_from_spec(spec: str, options: Mapping[str, Any]) -> Task:
 def available_tasks() -> list[tuple[Plugin, str | None]]:
     """Every built-in task and every task entry point installed, each with why it is not used (None: used).
     A task file is not listed: only the spec naming it finds it."""
-    return catalogue(TASKS, TASK_GROUP)
+    return catalogue(TASKS, TASK_GROUP, installed_plugins("tasks"))
 
 
 __all__ = ["SOURCE_KEY", "TASKS", "PluginError", "TaskRef", "available_tasks", "build_task", "make_task",

@@ -24,7 +24,7 @@ from .limiter import AdaptiveLimiter
 from .reasoning import thinking_apart, thinking_fields
 from .retry import RetryPolicy, error_kind
 from .spending import BUDGET_KIND, BudgetRefused, Reservation, Spending
-from .store import RunStore
+from .store import RunStore, merge_billed
 from .types import (
     OMITTED_AT_DEFAULT,
     GenerateParams,
@@ -55,6 +55,10 @@ class RunCounters:
     """Calls that failed for good after retries."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Of prompt_tokens, those the provider read from its prompt cache (billed at the cached rate)."""
+    cache_write_tokens: int = 0
+    """Of prompt_tokens, those written to the provider's prompt cache (billed at the cache-write rate)."""
     tokens_evaluated: int = 0
     """Prompt tokens a log-likelihood engine actually computed (KV reuse makes it small)."""
     length_stops: int = 0
@@ -80,6 +84,9 @@ class RunCounters:
     """Calls the run's token or cost budget refused (core/spending.py): not made, not failures."""
     cost_usd: float | None = None
     """USD of the calls made, at the run's prices (None: no model of the run is priced)."""
+    billed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The calls made (not served from the store), by role and mode ('model/live', 'judge/batch'): {"calls",
+    "prompt_tokens", "cached_tokens", "cache_write_tokens", "completion_tokens", "cost_usd" (None: unpriced)}."""
     samples_done: int = 0
     samples_total: int = 0
     failure_messages: list[str] = field(default_factory=list)
@@ -98,6 +105,8 @@ class RunCounters:
                 continue
             if isinstance(mine, list):
                 mine.extend(theirs)
+            elif isinstance(mine, dict):  # billed: role/mode -> figures
+                merge_billed(mine, theirs)
             elif f.name.endswith("_min_limit"):  # a lowest value, not a count
                 setattr(self, f.name, theirs if mine is None else min(mine, theirs))
             elif mine is None:  # a sum that this part starts (cost_usd)
@@ -282,6 +291,8 @@ def shared_model_state(backend: Backend, concurrency: int | None = None) -> dict
             count_shrink(counters, limiter)
 
     limit = concurrency or backend.capabilities.max_concurrency or 1
+    if getattr(backend, "batched", False):  # its calls wait in a provider's batch, not on a server's slots
+        limit = backend.capabilities.max_concurrency
     plan = getattr(backend, "plan_concurrency", None)  # optional: a Backend need not have it
     if plan is not None:
         plan(limit)
@@ -314,6 +325,12 @@ def tool_fields(request: GenerateRequest, resp: GenerateResponse) -> dict[str, A
     return out
 
 
+def cache_fields(resp: GenerateResponse) -> dict[str, int]:
+    """A generation's trace fields about the provider's prompt cache, only where it reported any (a trace without
+    caching stays what it always was)."""
+    return {name: getattr(resp, name) for name in ("cached_tokens", "cache_write_tokens") if getattr(resp, name)}
+
+
 class CachedModel:
     """A backend seen through the store: what Task.solve uses (ModelHandle)."""
 
@@ -339,12 +356,20 @@ class CachedModel:
         self.trace = trace if trace is not None else []
         if _shared is None:
             _shared = shared_model_state(backend, concurrency)
+        bind_store = getattr(backend, "bind_store", None)  # optional: a batching backend records its batches there
+        if bind_store is not None and store is not None:
+            bind_store(store)
         if not any(c is counters for c in _shared["counters"]):  # `is`: equal counts are other runs
             _shared["counters"].append(counters)
             limiter: AdaptiveLimiter = _shared["limiter"]
             if limiter.limit < limiter.maximum:  # shrank before this run joined: it runs below its maximum
                 note_limit(counters, limiter.limit)
         self._shared = _shared
+
+    @property
+    def batched(self) -> bool:
+        """This model's calls go through a provider's batch interface (backends/batch.py): priced at its batch share."""
+        return bool(getattr(self.backend, "batched", False))
 
     @property
     def limiter(self) -> AdaptiveLimiter:
@@ -485,7 +510,7 @@ class CachedModel:
         reserved: Reservation | None = None
         if self.spending is not None and self.spending.limited:
             try:
-                reserved = self.spending.admit(self.spec, *self._worst_case(kind, request))
+                reserved = self.spending.admit(self.spec, *self._worst_case(kind, request), batch=self.batched)
             except BudgetRefused as refusal:
                 raise self._refused(kind, refusal) from None
 
@@ -529,10 +554,17 @@ class CachedModel:
             raise self._failed(key, kind, req_json, CallFailed(
                 f"the backend's reply cannot be used: {problem} (this call failed; the run goes on, and the same "
                 "command asks again)", attempts=1, kind="bad_reply"))
+        cost = None
+        cached, written = (resp.cached_tokens, resp.cache_write_tokens) if kind == "generate" else (0, 0)
         if self.spending is not None:
-            cost = self.spending.charge(self.spec, *billed_tokens(kind, resp), reserved=reserved)
+            cost = self.spending.charge(self.spec, *billed_tokens(kind, resp), reserved=reserved, cached_tokens=cached,
+                                        cache_write_tokens=written, batch=self.batched)
             if cost is not None:
                 self.counters.cost_usd = (self.counters.cost_usd or 0.0) + cost
+        prompt, completion = billed_tokens(kind, resp)
+        merge_billed(self.counters.billed, {f"{self.role}/{'batch' if self.batched else 'live'}": {
+            "calls": 1, "prompt_tokens": prompt, "cached_tokens": cached, "cache_write_tokens": written,
+            "completion_tokens": completion, "cost_usd": cost}})
         self.counters.calls += 1
         self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(resp_json), latency)
         return self._record(kind, request, req_json, resp, latency, cache_hit=False)
@@ -583,6 +615,8 @@ class CachedModel:
             resp = thinking_apart(resp, self.backend.count_tokens)
             self.counters.prompt_tokens += resp.prompt_tokens
             self.counters.completion_tokens += resp.completion_tokens
+            self.counters.cached_tokens += resp.cached_tokens
+            self.counters.cache_write_tokens += resp.cache_write_tokens
             self.counters.reasoning_tokens += resp.reasoning_tokens
             self.counters.thinking_replies += resp.reasoning is not None or resp.reasoning_tokens > 0
             if resp.truncated:
@@ -594,7 +628,7 @@ class CachedModel:
                          params=req_json["params"], response=resp.text,
                          finish_reason=resp.finish_reason, prompt_tokens=resp.prompt_tokens,
                          completion_tokens=resp.completion_tokens, retries=resp.retries, **thinking_fields(resp),
-                         **tool_fields(request, resp))
+                         **tool_fields(request, resp), **cache_fields(resp))
         else:
             self.counters.tokens_evaluated += 0 if cache_hit else resp.tokens_evaluated
             entry.update(prompt=request.context, continuations=list(request.continuations),

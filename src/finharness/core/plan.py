@@ -85,6 +85,13 @@ class RoleTally:
     """Completion tokens of the stored generations seen (for the stored mean)."""
     stored_generations: int = 0
     """Stored generations seen."""
+    unknown_thinking_calls: int = 0
+    """Calls whose backend cannot know before the first reply whether the model thinks (an `openai:` spec that states
+    no reasoning form): a reasoning server refuses max_tokens and is then sent max_tokens plus a thinking budget."""
+    ceiling_if_thinking: int = 0
+    """completion_ceiling as it would be if every such call's model thinks (the limit the run then sends)."""
+    largest_if_thinking: int = 0
+    """The largest limit one such call would be sent with if its model thinks."""
 
     @property
     def prompt_counted(self) -> str:
@@ -122,7 +129,9 @@ class RoleTally:
                 "repeats": self.repeats, "prompt_tokens": self.prompt_tokens, "prompt_counted": self.prompt_counted,
                 "completion_expected": self.completion_expected, "completion_ceiling": self.completion_ceiling,
                 "completion_source": self.completion_source, "stored_mean_completion": self.stored_mean,
-                "exact": bool(self.calls) and self.exact_calls == self.calls, "failing": self.failing}
+                "exact": bool(self.calls) and self.exact_calls == self.calls, "failing": self.failing,
+                "thinking": "unknown" if self.unknown_thinking_calls else "known",
+                "completion_ceiling_if_thinking": self.ceiling_if_thinking if self.unknown_thinking_calls else None}
 
 
 @dataclass
@@ -184,6 +193,16 @@ class DryRun:
     """(id(backend), tokens) -> a stand-in text of about that many tokens under the backend's counting."""
 
 
+def sent_limits(backend: Backend, kind: str, request: Any) -> tuple[int, int | None]:
+    """(the completion tokens a call is sent with: its max_tokens plus the thinking budget the backend adds for a model
+    that thinks; the limit it would be sent with if the model turns out to think, None where the backend knows).
+    A backend without `completion_limits` sends max_tokens plus the task's thinking tokens (completion_ceiling)."""
+    limits = getattr(backend, "completion_limits", None)
+    if kind != "generate" or limits is None:
+        return completion_ceiling(kind, request), None
+    return limits(request.params)
+
+
 class PlannedModel(CachedModel):
     """A CachedModel that calls nothing: stored calls come from the store, every other call is recorded in its
     task's plan and answered with a stand-in (module docstring)."""
@@ -230,7 +249,11 @@ class PlannedModel(CachedModel):
             self.counters.cache_hits += 1
             return self._record(kind, request, req_json, planned, 0.0, cache_hit=True)
         reply = getattr(self.backend, "planned_reply", None)  # optional: a Backend need not have it
-        ceiling = completion_ceiling(kind, request)
+        ceiling, if_thinking = sent_limits(self.backend, kind, request)
+        if if_thinking is not None:
+            self.tally.unknown_thinking_calls += 1
+            self.tally.largest_if_thinking = max(self.tally.largest_if_thinking, if_thinking)
+        self.tally.ceiling_if_thinking += ceiling if if_thinking is None else if_thinking
         if reply is not None:
             try:
                 resp = await reply(request)

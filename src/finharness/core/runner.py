@@ -210,7 +210,10 @@ async def run_task(task: Task, backends: Mapping[str, Backend], store: RunStore,
 
     # Enough samples in flight to keep every backend slot busy; each model's limiter bounds its calls.
     slots = max((h.limiter.maximum for h in handles.values()), default=1)  # a task may grade without models
-    in_flight = asyncio.Semaphore(max(4, 2 * slots))
+    bound = max(4, 2 * slots)
+    if any(h.batched for h in handles.values()):  # a provider batch holds what is asked together: ask it all
+        bound = max(1, len(jobs))
+    in_flight = asyncio.Semaphore(bound)
     results: dict[str, dict[str, Any]] = dict(done)
 
     async def solve_one(sample: Sample, draw: int = 0) -> None:

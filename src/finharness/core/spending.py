@@ -1,7 +1,11 @@
 """What calls cost, and a budget that stops a run before the call that would cross it.
 
 Prices are USD per million tokens, input and output, by model: a full model spec (`openai:gpt-4o@URL`) or the
-model's name within it (`gpt-4o`); a backend with no price costs nothing (a local model). A `Spending` is shared by
+model's name within it (`gpt-4o`); a backend with no price costs nothing (a local model). A price may also name the
+rate of prompt tokens read from the provider's prompt cache (`cached`), of those written to it (`write`), and the
+share of every rate a batch call costs (`batch`): a call is charged its fresh, cached and written prompt tokens
+apart, at the batch share when it went through a batch (`Price.cost`), and reserved at its worst (`Price.worst`:
+nothing cached, every prompt token at the dearer of input and write). A `Spending` is shared by
 every handle of a run or a suite (all roles, all tasks, all models): before each call that is not in the store it
 reserves the call's worst case (its prompt tokens, counted with the model's tokenizer where the backend has one,
 else 4 characters a token, plus max_tokens and any thinking budget) and refuses the call when that would take the
@@ -34,32 +38,117 @@ BUDGET_KIND = "budget"
 
 @dataclass(frozen=True)
 class Price:
-    """USD per million tokens."""
+    """USD per million tokens, by kind of token, and what a provider's batch interface takes off."""
 
     input: float
-    """Per million prompt tokens."""
+    """Per million fresh prompt tokens (neither read from nor written to a prompt cache)."""
 
     output: float
     """Per million completion tokens (thinking tokens included, as providers bill them)."""
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+    cached: float | None = None
+    """Per million prompt tokens read from the provider's prompt cache (None: not given; billed as input)."""
+
+    cache_write: float | None = None
+    """Per million prompt tokens written to the prompt cache (Anthropic's cache writes; None: billed as input)."""
+
+    batch: float | None = None
+    """The share of every rate a call made through the provider's batch interface costs (0.5: half price); None:
+    not given, a batch call costs what a live one does."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int = 0,
+             cache_write_tokens: int = 0, batch: bool = False) -> float:
+        """USD of a call: its fresh, cached and written prompt tokens and its completion at their rates, times the
+        batch share for a batch call."""
+        cached = max(0, min(cached_tokens, prompt_tokens))
+        written = max(0, min(cache_write_tokens, prompt_tokens - cached))
+        fresh = prompt_tokens - cached - written
+        usd = (fresh * self.input + cached * self.cached_rate + written * self.write_rate
+               + completion_tokens * self.output) / 1e6
+        return usd * self.batch_share if batch else usd
+
+    def worst(self, prompt_tokens: int, completion_tokens: int, *, batch: bool = False) -> float:
+        """The most a call can cost: every prompt token at the dearer of input and cache write, nothing cached."""
+        usd = (prompt_tokens * max(self.input, self.write_rate) + completion_tokens * self.output) / 1e6
+        return usd * self.batch_share if batch else usd
+
+    @property
+    def cached_rate(self) -> float:
+        return self.input if self.cached is None else self.cached
+
+    @property
+    def write_rate(self) -> float:
+        return self.input if self.cache_write is None else self.cache_write
+
+    @property
+    def batch_share(self) -> float:
+        return 1.0 if self.batch is None else self.batch
+
+    def to_json(self) -> dict[str, float | None]:
+        return {"input": self.input, "output": self.output, "cached": self.cached, "cache_write": self.cache_write,
+                "batch": self.batch}
+
+
+PRICE_KEYS = {"in": "input", "input": "input", "out": "output", "output": "output", "cached": "cached",
+              "write": "cache_write", "cache_write": "cache_write", "batch": "batch"}
+"""The names a price's rates go by in `--price MODEL=in:2.5,cached:1.25,write:3.125,out:10,batch:0.5`."""
+
+PRICE_FORMS = ("MODEL=IN/OUT (USD per million input and output tokens, e.g. gpt-4o=2.5/10), or every rate by name: "
+               "MODEL=in:2.5,cached:1.25,write:3.125,out:10,batch:0.5 (cached: cache reads, write: cache writes, "
+               "batch: the share of the price a batch call costs; IN/OUT may stand first: gpt-4o=2.5/10,batch:0.5)")
+
+
+def price_from(where: str, rates: Mapping[str, Any]) -> Price:
+    """A Price from its rates by name (PRICE_KEYS: in and out needed); a ValueError starting with `where` says what
+    is wrong."""
+    named: dict[str, float] = {}
+    for key, value in rates.items():
+        field_name = PRICE_KEYS.get(str(key))
+        if field_name is None:
+            raise ValueError(f"{where}: unknown rate {key!r}; the rates: in, out, cached, write, batch")
+        if field_name in named:
+            raise ValueError(f"{where}: rate {key!r} given twice")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: rate {key!r} must be a number, not {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{where}: prices are non-negative numbers ({key} {value!r})")
+        named[field_name] = float(value)
+    missing = [name for name in ("in", "out") if PRICE_KEYS[name] not in named]
+    if missing:
+        raise ValueError(f"{where}: needs {' and '.join(missing)} (USD per million tokens)")
+    if named.get("batch", 0.0) > 1:
+        raise ValueError(f"{where}: batch is the share of the price a batch call costs (0.5: half price), at most 1, "
+                         f"not {named['batch']:g}")
+    return Price(**named)  # type: ignore[arg-type]
 
 
 def parse_price(text: str) -> tuple[str, Price]:
-    """`MODEL=IN/OUT` (the `--price` form, USD per million tokens) -> (model, Price); a ValueError says the form."""
-    model, sep, numbers = text.rpartition("=")
-    parts = numbers.split("/")
-    try:
-        if not sep or not model or len(parts) != 2:
-            raise ValueError
-        price = Price(float(parts[0]), float(parts[1]))
-    except ValueError:
-        raise ValueError(f"--price {text!r}: expected MODEL=IN/OUT, USD per million input and output tokens, "
-                         "e.g. --price gpt-4o=2.5/10") from None
-    if not all(math.isfinite(v) and v >= 0 for v in (price.input, price.output)):
-        raise ValueError(f"--price {text!r}: prices are non-negative numbers")
-    return model, price
+    """`MODEL=IN/OUT` or `MODEL=in:X,cached:X,write:X,out:X,batch:S` (PRICE_FORMS) -> (model, Price); a ValueError
+    says the forms."""
+    model, sep, body = text.rpartition("=")
+    where = f"--price {text!r}"
+    if not sep or not model or not body:
+        raise ValueError(f"{where}: expected {PRICE_FORMS}")
+    rates: dict[str, Any] = {}
+    for i, part in enumerate(p.strip() for p in body.split(",")):
+        try:
+            if "/" in part and i == 0:
+                rate_in, rate_out = part.split("/")
+                pairs = [("in", rate_in), ("out", rate_out)]
+            else:
+                name, colon, value = part.partition(":")
+                if not colon:
+                    raise ValueError
+                pairs = [(name.strip(), value)]
+            for name, value in pairs:
+                if name in rates:
+                    raise ValueError(f"{where}: rate {name!r} given twice")
+                rates[name] = float(value)
+        except ValueError as err:
+            if "given twice" in str(err):
+                raise
+            raise ValueError(f"{where}: expected {PRICE_FORMS}") from None
+    return model, price_from(where, rates)
 
 
 def model_name(spec: str) -> str:
@@ -95,6 +184,9 @@ class Reservation:
 
     cost: float = 0.0
     """USD held (the price of the tokens held; 0: unpriced)."""
+
+    batch: bool = False
+    """The call goes through the provider's batch interface: held at the batch price."""
 
     @property
     def tokens(self) -> int:
@@ -193,9 +285,10 @@ class Spending:
             parts.extend(o.describe(spec) for spec, o in sorted(self.over_reports.items()))
             return "; ".join(parts)
 
-    def _price_of(self, spec: str, prompt_tokens: int, completion_tokens: int) -> float:
+    def _price_of(self, spec: str, prompt_tokens: int, completion_tokens: int, batch: bool = False) -> float:
+        """The most a call of these tokens can cost (Price.worst: nothing cached, writes at their rate)."""
         price = price_for(self.prices, spec)
-        return price.cost(prompt_tokens, completion_tokens) if price else 0.0
+        return price.worst(prompt_tokens, completion_tokens, batch=batch) if price else 0.0
 
     def _fits(self, tokens: int, cost: float, call: str) -> str | None:
         """Why holding `tokens` and `cost` more for `call` would cross the budget (None: it fits); the lock is
@@ -221,15 +314,15 @@ class Spending:
         self._reserved_tokens += extra_tokens
         self._reserved_cost += extra_cost
 
-    def admit(self, spec: str, prompt_tokens: int, completion_ceiling: int) -> Reservation:
+    def admit(self, spec: str, prompt_tokens: int, completion_ceiling: int, *, batch: bool = False) -> Reservation:
         """Reserve a call's worst case (plus the spec's margin) and return what it holds; BudgetRefused when that
         would cross the budget (and from then on every call is refused). A call admitted must be charged or
-        released."""
+        released. batch: the call goes through the provider's batch interface, so it is held at the batch price."""
         with self._lock:
             margin_prompt, margin_completion = self._margins.get(spec, (0, 0))
-            held = Reservation(spec, prompt_tokens, completion_ceiling, margin_prompt, margin_completion)
+            held = Reservation(spec, prompt_tokens, completion_ceiling, margin_prompt, margin_completion, batch=batch)
             held = replace(held, cost=self._price_of(spec, held.prompt_tokens + margin_prompt,
-                                                     held.completion_tokens + margin_completion))
+                                                     held.completion_tokens + margin_completion, batch))
             self._hold(held.tokens, held.cost, "the next call")
             return held
 
@@ -244,7 +337,8 @@ class Spending:
             grown = replace(held, margin_prompt=max(margin_prompt, held.margin_prompt),
                             margin_completion=max(margin_completion, held.margin_completion))
             grown = replace(grown, cost=self._price_of(held.spec, grown.prompt_tokens + grown.margin_prompt,
-                                                       grown.completion_tokens + grown.margin_completion))
+                                                       grown.completion_tokens + grown.margin_completion,
+                                                       held.batch))
             self._hold(grown.tokens - held.tokens, grown.cost - held.cost,
                        "a call admitted before a reply reported more than asked")
             return grown
@@ -259,13 +353,17 @@ class Spending:
         self._reserved_cost -= held.cost
 
     def charge(self, spec: str, prompt_tokens: int, completion_tokens: int, *,
-               reserved: Reservation | None = None) -> float | None:
+               reserved: Reservation | None = None, cached_tokens: int = 0, cache_write_tokens: int = 0,
+               batch: bool = False) -> float | None:
         """Charge a call made: its real tokens and their cost (returned; None: the model is unpriced), all of it,
-        whatever it reserved (`reserved`: what it was admitted with, released here). A reply that reports more than
+        whatever it reserved (`reserved`: what it was admitted with, released here). Of its prompt tokens,
+        `cached_tokens` were read from the provider's prompt cache and `cache_write_tokens` written to it (each at
+        its rate); `batch`: made through the batch interface (at the batch share). A reply that reports more than
         its call asked for raises the spec's margin for later calls; one that takes the spent tokens or cost past
         the budget stops the run (`reached`)."""
         price = price_for(self.prices, spec)
-        cost = price.cost(prompt_tokens, completion_tokens) if price else 0.0
+        cost = price.cost(prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+                          cache_write_tokens=cache_write_tokens, batch=batch) if price else 0.0
         with self._lock:
             if reserved is not None:
                 self._release(reserved)

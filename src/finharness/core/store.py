@@ -99,6 +99,38 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX invocations_by_run ON invocations (run_key);
     """,
+    # v3: provider batches (backends/batch.py): each batch, and each call in it by its content key, recorded before
+    # the batch is uploaded, so a process killed at any moment resumes by polling the same batch
+    """
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY,
+        backend TEXT NOT NULL,
+        identity TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        state TEXT NOT NULL,
+        requests INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        input_file TEXT,
+        batch_id TEXT,
+        status TEXT,
+        counts TEXT,
+        output_file TEXT,
+        error_file TEXT,
+        deadline REAL,
+        created REAL NOT NULL,
+        submitted REAL,
+        ended REAL,
+        updated REAL NOT NULL
+    );
+    CREATE TABLE batch_calls (
+        batch TEXT NOT NULL,
+        key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        request TEXT NOT NULL,
+        PRIMARY KEY (batch, key)
+    );
+    CREATE INDEX batch_calls_by_key ON batch_calls (key);
+    """,
 ]
 
 
@@ -106,8 +138,37 @@ TABLES = frozenset({"calls", "failures", "samples", "runs"})
 """The tables every finharness store has, from v1 on (a SQLite file without them is not one)."""
 
 CUMULATIVE_COUNTS: tuple[str, ...] = ("calls", "cache_hits", "failures", "prompt_tokens", "completion_tokens",
-                                      "reasoning_tokens", "tokens_evaluated")
-"""The counters an invocation row keeps and `cumulative` sums (besides wall time and cost)."""
+                                      "reasoning_tokens", "tokens_evaluated", "cached_tokens", "cache_write_tokens")
+"""The counters an invocation row keeps and `cumulative` sums (besides wall time, cost and `billed`: the calls made by
+role and mode, RunCounters.billed)."""
+
+BATCH_STATES = ("preparing", "creating", "submitted", "ended", "collected", "abandoned", "failed")
+"""A batch row's `state` (backends/batch.py): preparing (its calls recorded, not yet created at the provider; an
+input file may be uploaded), creating (the create request may have reached the provider: a resume looks for it),
+submitted (the provider has it: poll), ended (its results can be read: read them), collected (every result stored or
+failed), abandoned (never created, or lost at the provider: its calls go in a new batch), failed (the provider
+refused it whole)."""
+
+ACTIVE_BATCH_STATES = ("creating", "submitted", "ended")
+"""Batch states whose calls are paid for or may be: a call recorded in one is awaited there, never sent again."""
+
+_BATCH_FIELDS = ("id", "backend", "identity", "provider", "state", "requests", "bytes", "input_file", "batch_id",
+                 "status", "counts", "output_file", "error_file", "deadline", "created", "submitted", "ended",
+                 "updated")
+
+BILLED_FIGURES = ("calls", "prompt_tokens", "cached_tokens", "cache_write_tokens", "completion_tokens")
+"""The counts of a RunCounters.billed entry (besides cost_usd)."""
+
+
+def merge_billed(into: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add `more`'s billed figures (role/mode -> counts and cost) to `into`; a cost stays None until one is priced."""
+    for where, figures in more.items():
+        mine = into.setdefault(where, {**{k: 0 for k in BILLED_FIGURES}, "cost_usd": None})
+        for k in BILLED_FIGURES:
+            mine[k] += int(figures.get(k) or 0)
+        if figures.get("cost_usd") is not None:
+            mine["cost_usd"] = (mine["cost_usd"] or 0.0) + float(figures["cost_usd"])
+
 
 _CALL_COLUMNS = "key, backend, kind, request, response, latency_s, created"
 _FAILURE_COLUMNS = "key, backend, kind, request, error, attempts, created"
@@ -473,6 +534,8 @@ class RunStore:
                        outcome: str) -> None:
         """What one invocation of a run spent (its counters, cost when priced) and how it ended; committed at once."""
         kept = {k: counts[k] for k in (*CUMULATIVE_COUNTS, "cost_usd") if counts.get(k) is not None}
+        if counts.get("billed"):
+            kept["billed"] = counts["billed"]
         self._write("INSERT INTO invocations (run_key, started, wall_s, counts, outcome) VALUES (?,?,?,?,?)",
                     (run_key, started, wall_s, canonical_json(kept), outcome))
         self.flush()
@@ -486,7 +549,7 @@ class RunStore:
             rows = self._conn.execute("SELECT wall_s, counts FROM invocations WHERE run_key=? ORDER BY id",
                                       (run_key,)).fetchall()
         total: dict[str, Any] = {"invocations": len(rows), "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS},
-                                 "cost_usd": None}
+                                 "cost_usd": None, "billed": {}}
         for wall, text in rows:
             counts = _row_json(self.path, text, f"an invocation row of run {run_key}",
                                f"DELETE FROM invocations WHERE run_key={_sql(run_key)}")
@@ -495,8 +558,112 @@ class RunStore:
                 total[k] += int(counts.get(k, 0))
             if counts.get("cost_usd") is not None:
                 total["cost_usd"] = (total["cost_usd"] or 0.0) + float(counts["cost_usd"])
+            merge_billed(total["billed"], counts.get("billed") or {})
         total["wall_s"] = round(total["wall_s"], 3)
         return total
+
+    # -- provider batches (backends/batch.py) ---------------------------------------------------------------
+    def _commit_now(self, statements: list[tuple[str, tuple]]) -> None:
+        """Commit `statements` at once, in one transaction after every queued write (a batch's record must be
+        durable before the step it records is taken)."""
+        with self._lock:
+            self._commit_queued()
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    self._conn.execute(sql, args)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    @_reported
+    def put_batch(self, batch: Mapping[str, Any], calls: list[tuple[str, str, str]]) -> None:
+        """Record a batch (BATCH_STATES; `id`, `backend`, `identity`, `provider`, `state`, `requests`, `bytes`) and
+        its calls ((content key, kind, request JSON)), committed before this returns."""
+        now = time.time()
+        row = {**{k: None for k in _BATCH_FIELDS}, "created": now, "updated": now, **batch}
+        self._commit_now([(f"INSERT INTO batches ({', '.join(_BATCH_FIELDS)}) VALUES ({','.join('?' * len(_BATCH_FIELDS))})",
+                           tuple(row[k] for k in _BATCH_FIELDS))]
+                         + [("INSERT OR REPLACE INTO batch_calls VALUES (?,?,?,?)", (batch["id"], key, kind, redact(text)))
+                            for key, kind, text in calls])
+
+    @_reported
+    def update_batch(self, batch_id: str, **fields: Any) -> None:
+        """Change a batch row's fields (state, batch_id, status, counts...), committed before this returns."""
+        unknown = set(fields) - set(_BATCH_FIELDS)
+        if unknown:
+            raise ValueError(f"no batch field(s) {sorted(unknown)}")
+        fields["updated"] = time.time()
+        if isinstance(fields.get("counts"), Mapping):
+            fields["counts"] = canonical_json(fields["counts"])
+        names = sorted(fields)
+        self._commit_now([(f"UPDATE batches SET {', '.join(f'{n}=?' for n in names)} WHERE id=?",
+                           (*(fields[n] for n in names), batch_id))])
+
+    def _batch_rows(self, where: str, args: tuple) -> list[dict[str, Any]]:
+        with self._lock:
+            self._commit_queued()
+            rows = self._conn.execute(f"SELECT {', '.join(_BATCH_FIELDS)} FROM batches {where} ORDER BY created, id",
+                                      args).fetchall()
+        out = []
+        for row in rows:
+            entry = dict(zip(_BATCH_FIELDS, row))
+            entry["counts"] = json.loads(entry["counts"]) if entry["counts"] else {}
+            out.append(entry)
+        return out
+
+    @_reported
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        """One batch row (None: no such batch)."""
+        found = self._batch_rows("WHERE id=?", (batch_id,))
+        return found[0] if found else None
+
+    @_reported
+    def batches(self, identity: str | None = None, states: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The batch rows, oldest first: of one backend identity (its hash) and in `states` where given."""
+        clauses, args = [], []
+        if identity is not None:
+            clauses.append("identity=?")
+            args.append(identity)
+        if states is not None:
+            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(states)
+        return self._batch_rows(("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(args))
+
+    @_reported
+    def batch_calls(self, batch_id: str) -> list[tuple[str, str, str]]:
+        """(content key, kind, request JSON) of every call recorded in a batch."""
+        with self._lock:
+            self._commit_queued()
+            return [tuple(r) for r in self._conn.execute(  # type: ignore[misc]
+                "SELECT key, kind, request FROM batch_calls WHERE batch=? ORDER BY rowid", (batch_id,)).fetchall()]
+
+    @_reported
+    def batch_of_call(self, key: str, identity: str) -> str | None:
+        """The batch (of this backend identity) in ACTIVE_BATCH_STATES that holds the call `key`, newest first; None:
+        no batch holds it, or only batches that never reached the provider or are done with it."""
+        with self._lock:
+            self._commit_queued()
+            row = self._conn.execute(
+                f"SELECT b.id FROM batch_calls c JOIN batches b ON b.id = c.batch WHERE c.key=? AND b.identity=? "
+                f"AND b.state IN ({','.join('?' * len(ACTIVE_BATCH_STATES))}) ORDER BY b.created DESC LIMIT 1",
+                (key, identity, *ACTIVE_BATCH_STATES)).fetchone()
+        return None if row is None else row[0]
+
+    @_reported
+    def stored_keys(self, keys: list[str]) -> set[str]:
+        """Which of `keys` the calls table holds (queued writes included)."""
+        found: set[str] = set()
+        with self._lock:
+            found.update(k for k in keys if k in self._queued_calls)
+            rest = [k for k in keys if k not in found]
+            for i in range(0, len(rest), 500):
+                chunk = rest[i:i + 500]
+                found.update(r[0] for r in self._conn.execute(
+                    f"SELECT key FROM calls WHERE key IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return found
 
     @_reported
     def get_run(self, run_key: str) -> dict[str, Any] | None:

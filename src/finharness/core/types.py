@@ -183,6 +183,11 @@ class LoglikelihoodRequest:
 
     kind: Literal["loglikelihood"] = "loglikelihood"
 
+    per_token: bool = field(default=False, metadata=OMITTED_AT_DEFAULT)
+    """Also return, for every continuation token, its log-probability and the mean and standard deviation of log p
+    over the whole next-token distribution at its position (the membership probes, contamination/). False: the
+    sums alone, keyed as every call made before the field existed."""
+
 
 Request = GenerateRequest | LoglikelihoodRequest
 
@@ -263,6 +268,14 @@ class GenerateResponse:
     """Why a tool call the reply attempted could not be read (a local model's malformed `<tool_call>` block):
     the reply is kept, and the caller counts it as a tool-call parse failure."""
 
+    cached_tokens: int = field(default=0, metadata=OMITTED_AT_DEFAULT)
+    """Of `prompt_tokens`, those read from the provider's prompt cache (OpenAI `prompt_tokens_details.cached_tokens`,
+    Anthropic `cache_read_input_tokens`, a llama.cpp server's `timings.cache_n`); billed at the cached rate."""
+
+    cache_write_tokens: int = field(default=0, metadata=OMITTED_AT_DEFAULT)
+    """Of `prompt_tokens`, those written to the prompt cache (Anthropic `cache_creation_input_tokens`); billed at the
+    cache-write rate. The rest of `prompt_tokens` is fresh input."""
+
     def __post_init__(self) -> None:
         if self.adaptations and not isinstance(self.adaptations[0], Adaptation):  # read back from JSON
             object.__setattr__(self, "adaptations", tuple(Adaptation(**a) for a in self.adaptations))
@@ -299,6 +312,24 @@ class LoglikelihoodResponse:
     """Prompt tokens the engine actually computed for this group (KV reuse makes it small)."""
 
     retries: int = 0
+
+    token_logprobs: tuple[tuple[float, ...], ...] | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """A `per_token` request: each continuation's token log-probabilities (nats), in order; None: not asked for, or
+    a backend that cannot give them."""
+
+    token_means: tuple[tuple[float, ...], ...] | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """A `per_token` request: at each continuation token, E[log p(z)] over the model's next-token distribution z
+    (minus its entropy), from the full distribution (local engines)."""
+
+    token_stds: tuple[tuple[float, ...], ...] | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    """A `per_token` request: at each continuation token, the standard deviation of log p(z) over the same
+    distribution (Min-K%++ divides by it)."""
+
+    def __post_init__(self) -> None:
+        for name in ("token_logprobs", "token_means", "token_stds"):  # read back from JSON: lists of lists
+            value = getattr(self, name)
+            if value is not None and not (value and isinstance(value, tuple) and isinstance(value[0], tuple)):
+                object.__setattr__(self, name, tuple(tuple(float(x) for x in row) for row in value))
 
 
 Response = GenerateResponse | LoglikelihoodResponse

@@ -73,21 +73,72 @@ def list_command(
 
 @data_app.command("pull")
 def pull_command(
-    name: str = typer.Argument(..., help="Dataset name (see `finharness data list`)."),
+    names: Optional[list[str]] = typer.Argument(None, metavar="[NAME]...", help="Dataset name(s) (see `finharness "
+                                                "data list`)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="Every dataset the rows of this suite read that the "
+                                        "data root lacks (quick | standard | full, or a suite file)."),
     source: Optional[str] = typer.Option(None, "--from",
                                          help="A mirror laid out like the data root: a directory or an http(s) "
                                               "URL. Default: the upstream URLs."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir",
                                             help="Where to put the data (default $FINHARNESS_DATA_DIR or the cache)."),
 ) -> None:
-    """Download or copy one dataset into the data dir, checking every file's sha256."""
+    """Download or copy datasets into the data dir, checking every file's sha256.
+
+    With --suite: what that suite needs and the data root lacks, one line per dataset; what can never be pulled
+    (no public copy, files only a mirror holds) is named too. Every host is asked once whether it can be reached,
+    so offline the pull stops at once, one line per dataset."""
     from .errors import DataError
     from .pull import pull
 
+    if not names and suite is None:
+        fail("give dataset NAME(s) or --suite SUITE (`finharness data list` shows the datasets)")
+    if suite is not None:
+        _pull_suite(suite, list(names or []), source, data_dir)
+        return
+    if len(names or []) > 1:
+        _pull_several(list(names or []), source, data_dir)
+        return
     try:
-        report = pull(name, data_dir, source)
+        report = pull(names[0], data_dir, source)  # type: ignore[index]
     except DataError as err:
         fail(str(err))
     recorded = f", {len(report.recorded)} recorded in the registry lock" if report.recorded else ""
     typer.echo(f"{report.name}: {len(report.fetched)} fetched, {len(report.skipped)} already present{recorded} "
                f"-> {report.dest}")
+
+
+def _pull_several(names: list[str], source: str | None, data_dir: Path | None) -> None:
+    from ..suite.data_check import pull_all
+
+    failures = pull_all(names, resolve_data_dir(data_dir), progress=typer.echo, source=source)
+    for line in failures:
+        typer.secho(f"error: {line}", fg="red", err=True)
+    if failures:
+        raise typer.Exit(2)
+
+
+def _pull_suite(name: str, also: list[str], source: str | None, data_dir: Path | None) -> None:
+    """`data pull --suite NAME`: the suite's missing pullable datasets (and any named beside it), then what is left."""
+    from ..suite.data_check import pull_all, report_lines
+    from ..suite.run import check_suite_data, prepare_rows
+    from ..suite.spec import SuiteError, load_suite
+
+    root = resolve_data_dir(data_dir)
+    try:
+        spec = load_suite(name)
+        rows = prepare_rows(spec, root)
+    except (SuiteError, ValueError) as err:
+        fail(str(err))
+    check = check_suite_data(rows, root, judged=True)
+    wanted = list(dict.fromkeys([*(n.dataset for n in check.of("missing")), *also]))
+    if not wanted:
+        typer.echo(f"suite {spec.name}: every dataset its rows read is in {root}")
+    failures = pull_all(wanted, root, progress=typer.echo, source=source) if wanted else []
+    for line in failures:
+        typer.secho(f"error: {line}", fg="red", err=True)
+    after = check_suite_data(prepare_rows(spec, root), root, judged=True)
+    for line in report_lines(after, pull=f"finharness data pull --suite {name} --data-dir {root}"):
+        typer.echo(line, err=True)
+    if failures:
+        raise typer.Exit(2)

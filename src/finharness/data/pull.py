@@ -18,6 +18,7 @@ $FINHARNESS_NO_PULL=1 (`finharness run --no-pull`) forbids it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -27,7 +28,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 from urllib.parse import quote, urlsplit
 
 from .errors import DataError
@@ -209,6 +210,21 @@ def hub_commit(dataset: DatasetSource, progress: Callable[[str], None]) -> str:
     return commit
 
 
+@contextlib.contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """huggingface_hub's own log lines (`Retrying in 8s [Retry 3/5]`) kept off the terminal for our calls: a failure
+    comes back as one DataError that says what failed, not as its retries."""
+    import logging
+
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _hub_download(dataset: DatasetSource, file: DataFile, revision: str) -> tuple[Path, str, str | None]:
     """(cached file, commit it was resolved at, its etag) from huggingface_hub, errors as DataErrors."""
     from huggingface_hub import hf_hub_download
@@ -217,9 +233,10 @@ def _hub_download(dataset: DatasetSource, file: DataFile, revision: str) -> tupl
     offline = _env_true("HF_HUB_OFFLINE")
     where = f"{dataset.repository}@{revision[:12]}: {file.upstream_path}"
     try:
-        cached = Path(hf_hub_download(dataset.repository, file.upstream_path, repo_type="dataset",
-                                      revision=revision, endpoint=os.environ.get("HF_ENDPOINT") or None,
-                                      cache_dir=hub_cache_dir(), local_files_only=offline))
+        with _quiet_hub():
+            cached = Path(hf_hub_download(dataset.repository, file.upstream_path, repo_type="dataset",
+                                          revision=revision, endpoint=os.environ.get("HF_ENDPOINT") or None,
+                                          cache_dir=hub_cache_dir(), local_files_only=offline))
     except LocalEntryNotFoundError:
         what = "offline (HF_HUB_OFFLINE=1)" if offline else "the Hub cannot be reached"
         raise DataError(f"{what}, and {where} is not in the Hub cache ({hub_cache_dir() or 'default'})",
@@ -288,7 +305,60 @@ def _members_ok(dataset: DatasetSource, dest: Path, archive: DataFile) -> bool:
                                  and check_file(dataset.local_path(dest, f), f) is None for f in members)
 
 
+# --- reachability ------------------------------------------------------------------------------------------
+
+REACH_TIMEOUT_S = 5.0
+"""How long a host may take to accept a connection before a pull calls it unreachable."""
+
+_PROXY_ENV = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def host_url(host: str) -> str:
+    """Where a pull from `host` ('huggingface' or 'github') connects: the mirror set in the environment, else the
+    host itself."""
+    if host == "huggingface":
+        return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    return os.environ.get(GITHUB_RAW_ENV) or GITHUB_RAW
+
+
+def unreachable(host: str) -> str | None:
+    """Why `host` cannot be reached now (one TCP connection, REACH_TIMEOUT_S at most), or None: it can, or the check
+    cannot tell (a proxy is set, or HF_HUB_OFFLINE reads the Hub's cache alone). Asked once before a pull, so an
+    offline pull fails at once instead of waiting out a library's retries."""
+    import socket
+
+    if any(os.environ.get(name) for name in _PROXY_ENV) or host == "huggingface" and _env_true("HF_HUB_OFFLINE"):
+        return None
+    parts = urlsplit(host_url(host))
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as err:
+        return (f"no network: cannot reach {parts.hostname}:{port} ({type(err).__name__}: {err}); "
+                f"{NO_NETWORK_HINT}")
+    return None
+
+
 # --- pull --------------------------------------------------------------------------------------------------
+
+def _make_folder(folder: Path, made: list[Path]) -> None:
+    """mkdir -p, noting each folder it created (outermost first) in `made`."""
+    missing = []
+    for parent in (folder, *folder.parents):
+        if parent.is_dir():
+            break
+        missing.append(parent)
+    folder.mkdir(parents=True, exist_ok=True)
+    made.extend(p for p in reversed(missing) if p not in made)
+
+
+def _remove_empty(made: list[Path]) -> None:
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:  # holds something (a partial download kept to continue): stays
+            pass
+
 
 class NotAtSource(DataError):
     """The source does not hold this one file (a mirror without it, an HTTP 404): the pull goes on with the others
@@ -372,8 +442,14 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
         if not folder.is_dir():
             raise DataError("mirror directory not found", path=folder,
                             hint="--from takes a directory laid out like the data root, or an http(s) URL")
+    if source is None and client is None:  # offline: one line now, not a library's retries (tests pass a client)
+        why = unreachable("huggingface" if dataset.host == "huggingface" else "github")
+        if why is not None:
+            raise DataError(f"{name} cannot be pulled: {why}")
     origin = _Source(dataset, folder, str(source) if source is not None and folder is None else None, progress,
                      client=client)
+    made: list[Path] = []
+    """Folders this pull created: removed again when they are still empty after a failure."""
     downloads = [f for f in dataset.files if f.unpacked_from is None]
     fetched: list[str] = []
     skipped: list[str] = []
@@ -407,7 +483,7 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
                     unpack(file, target)
                 continue
             try:
-                target.parent.mkdir(parents=True, exist_ok=True)
+                _make_folder(target.parent, made)
             except OSError as err:
                 raise DataError(f"cannot write to the data root: {err}", path=dest,
                                 hint="pass --data-dir DIR with a folder you can write") from None
@@ -444,6 +520,9 @@ def pull(name: str, dest_root: str | Path | None = None, source: str | Path | No
                 progress(f"    size and sha256 recorded in {lock_path()} (checked by every later pull)")
             if file.unpack:
                 unpack(file, target)
+    except BaseException:
+        _remove_empty(made)  # a failed pull leaves no empty folder behind (doctor would read it as data)
+        raise
     finally:
         origin.close()
     if skipped:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
+from ..data.io import atomic_write_text
+
 Winner = Literal["model_a", "model_b", "tie"]
 
 WINNERS: tuple[str, ...] = ("model_a", "model_b", "tie")
@@ -169,9 +171,9 @@ def read_matches(path: str | Path) -> list[Match]:
 
 
 def write_matches(matches: Iterable[Match], path: str | Path) -> None:
-    with Path(path).open("w", encoding="utf-8") as f:
-        for m in matches:
-            f.write(json.dumps(m.to_json(), ensure_ascii=False) + "\n")
+    """One match a line, written atomically: a full disk leaves the earlier file whole (a suite's suite.json and
+    scorecard go with it), and a scorecard read while another suite writes the file never sees half of it."""
+    atomic_write_text(path, "".join(json.dumps(m.to_json(), ensure_ascii=False) + "\n" for m in matches))
 
 
 def split_by_task(matches: Sequence[Match]) -> dict[str, list[Match]]:

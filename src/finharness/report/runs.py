@@ -166,6 +166,34 @@ class RunData:
         return rules
 
 
+UNPARSEABLE_SHARE = 0.5
+"""Above this share of scored replies unreadable, a run's number says more about its extraction than its model."""
+
+
+def run_flags(results: Mapping[str, Any]) -> list[str]:
+    """What makes a run's number mislead at face value, one short sentence each (empty: nothing): most replies could
+    not be read, the multiple-choice method fell back from log-likelihoods, or decoding was not greedy (a
+    parameter the server refused, or a temperature asked for). Read from results.json alone, so every view (the run
+    summary, the scorecard, `compare`) says the same."""
+    flags = []
+    counts = results.get("counts") or {}
+    scored = int(counts.get("samples") or 0) - int(counts.get("failed_samples") or 0)
+    unparseable = int(counts.get("unparseable") or 0)
+    if scored > 0 and unparseable / scored > UNPARSEABLE_SHARE:
+        flags.append(f"unparseable: {unparseable} of {scored} replies could not be read (scored as wrong)")
+    methods = (results.get("extra") or {}).get("methods")
+    if isinstance(methods, Mapping) and methods.get("requested") == "auto" and methods.get("auto") not in (None, "ll"):
+        flags.append(f"method fell back: auto ran {methods['auto']!r}, not log-likelihoods (the backend has none)")
+    lost = sum(int(a.get("calls") or 0) for a in results.get("adaptations") or () if a.get("greedy_lost"))
+    if lost:
+        flags.append(f"not greedy: {lost} call(s) sampled at the model's default temperature (the server refused "
+                     "temperature 0)")
+    temperature = ((results.get("config") or {}).get("generation") or {}).get("temperature")
+    if isinstance(temperature, (int, float)) and temperature > 0:
+        flags.append(f"not greedy: sampled at --temperature {temperature:g}")
+    return flags
+
+
 @functools.cache
 def built_in_directions(task: str) -> Mapping[str, str]:
     """Task.metric_directions of the built-in task named `task` ({} for any other)."""

@@ -1,5 +1,5 @@
 """The report's sections of benchmarks: each benchmark declares its own (ReportSection, found like a task
-through plugins.py: benchmarks/extensions.py REPORT_SECTIONS for the built-ins, entry-point group
+through plugins.py: a benchmark's declaration (benchmarks/*/__init__.py BENCHMARK), or the entry-point group
 `finharness.report_sections` for an installed benchmark); a task no section claims gets the generic one.
 
 The report reads only results.json and samples.jsonl, so each section documents the names it expects
@@ -191,10 +191,11 @@ def slug(text: str) -> str:
 
 def report_sections() -> tuple[list[ReportSection], list[str]]:
     """Every usable section (built-ins first, in their order) and a note per one that cannot be used."""
-    from ..benchmarks.extensions import REPORT_SECTIONS
+    from ..benchmarks.declaration import built_in_report_sections, installed_plugins
 
     found, problems = [], []
-    for plugin, unused in catalogue(REPORT_SECTIONS, REPORT_SECTION_GROUP):
+    for plugin, unused in catalogue(built_in_report_sections(), REPORT_SECTION_GROUP,
+                                    installed_plugins("report_section")):
         if unused is not None:
             problems.append(f"report section {plugin.name!r} ({plugin.source}) is not used: {unused}")
             continue

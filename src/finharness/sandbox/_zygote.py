@@ -23,8 +23,11 @@ Life of a worker:
    as soon as the result is in, or when the child dies, or at the wall limit;
 4. then clean up: kill every process the job left behind (all processes of
    the pid namespace when the worker has its own, else the job's process
-   group and the orphans it inherited), empty the scratch directory, fork the
-   next child, and say ``{"clean": true}`` (or exit when something survived).
+   group and the orphans it inherited), empty the scratch directory whatever
+   modes, depths and links the job left there (iteratively, `remove_contents`),
+   fork the next child, and say ``{"clean": true}``; when a process or a file
+   survived, or the cleanup itself failed, say ``{"clean": false}`` and exit:
+   the harness starts a fresh worker in the slot.
 
 The zygote itself never runs model code, so a job cannot change what the next
 job sees; a job can only kill the zygote (same uid), which the parent sees as
@@ -40,7 +43,6 @@ import math
 import os
 import resource
 import select
-import shutil
 import signal
 import struct
 import sys
@@ -79,6 +81,12 @@ _WRITE_PATH_EVENTS = frozenset({
     "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.move",
     "shutil.chown", "shutil.make_archive", "shutil.unpack_archive",
 })
+# Mode, owner and time changes also take a descriptor (os.fchmod(fd) is "os.chmod" with an int) or a dir_fd
+# (the last argument): a descriptor of any readable file would otherwise reach past every path check.
+_DESCRIPTOR_EVENTS = frozenset({"os.chmod", "os.chown", "os.utime"})
+# Locks on a file a job may read make a host process that locks it wait (flock needs no write access).
+_LOCK_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
+_LOCK_COMMANDS = frozenset({6, 7, 37, 38})  # F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
 _LIST_EVENTS = frozenset({"os.listdir", "os.scandir"})
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _DEVICES_READABLE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
@@ -209,7 +217,8 @@ def _install_guard(job_dir: str, read_roots) -> None:
 
     Writes (and creating, renaming, removing) are allowed inside `job_dir`
     only; reads inside `job_dir`, `read_roots` (the Python installation,
-    timezone data) and a few devices. Relative paths are resolved against the
+    timezone data) and a few devices; mode, owner and time changes (by path or
+    descriptor) inside `job_dir` only; file locks nowhere. Relative paths are resolved against the
     current directory at the time of the call, symlinks followed. Everything the
     hook uses is bound here, so a program that patches this module (reachable as
     __main__ through a frame), the builtins or os cannot change its rules; it can
@@ -221,6 +230,8 @@ def _install_guard(job_dir: str, read_roots) -> None:
     realpath, isdir, fspath, fsdecode = os.path.realpath, os.path.isdir, os.fspath, os.fsdecode
     blocked_events, blocked_prefixes, blocked_modules = _BLOCKED_EVENTS, _BLOCKED_PREFIXES, _BLOCKED_MODULES
     write_path_events, list_events, write_flags = _WRITE_PATH_EVENTS, _LIST_EVENTS, _WRITE_FLAGS
+    descriptor_events, lock_events, lock_commands = _DESCRIPTOR_EVENTS, _LOCK_EVENTS, _LOCK_COMMANDS
+    readlink, join = os.readlink, os.path.join
     devices, violation, is_a, text, path_types = _DEVICES_READABLE, SandboxViolation, isinstance, str, (
         str, bytes, os.PathLike)
 
@@ -233,11 +244,19 @@ def _install_guard(job_dir: str, read_roots) -> None:
     def as_path(arg):
         return realpath(fsdecode(fspath(arg)))
 
+    def descriptor_path(fd: int) -> str:
+        try:
+            return readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # no /proc, or not open: nothing to check it against
+            raise violation(f"sandbox: changing descriptor {fd} is not allowed") from None
+
     def guard(event: str, args: tuple) -> None:
         if event in blocked_events or event.startswith(blocked_prefixes):
             raise violation(f"sandbox: {event} is not allowed")
         if event == "import" and args and args[0] in blocked_modules:
             raise violation(f"sandbox: importing {args[0]} is not allowed")
+        if event in lock_events or event == "fcntl.fcntl" and len(args) > 1 and args[1] in lock_commands:
+            raise violation(f"sandbox: {event} (file locks) is not allowed")
         if event == "open":
             path, mode, flags = args
             if is_a(path, int):
@@ -255,6 +274,14 @@ def _install_guard(job_dir: str, read_roots) -> None:
                 # check: only the job directory's own may be opened.
                 raise violation(f"sandbox: reading {target} is not allowed")
         elif event in write_path_events:
+            if event in descriptor_events and args:
+                path, dir_fd = args[0], args[-1]
+                if is_a(path, int):
+                    path = descriptor_path(path)
+                elif is_a(dir_fd, int) and dir_fd >= 0 and is_a(path, path_types):  # -1: no dir_fd
+                    path = join(descriptor_path(dir_fd), fsdecode(fspath(path)))
+                if not is_a(path, path_types) or not inside(as_path(path), write_roots):
+                    raise violation(f"sandbox: {event} on {path} is not allowed")
             for arg in args:
                 if is_a(arg, path_types) and not inside(as_path(arg), write_roots):
                     raise violation(f"sandbox: {event} on {fsdecode(fspath(arg))} is not allowed")
@@ -356,7 +383,8 @@ def _limit(pid: int, limits: dict) -> None:
     for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2),
                          (resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2),
                          (resource.RLIMIT_NPROC, (limits["nproc"],) * 2),
-                         (resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2), (resource.RLIMIT_CORE, (0, 0))):
+                         (resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2), (resource.RLIMIT_CORE, (0, 0)),
+                         (resource.RLIMIT_SIGPENDING, (_JOB_PENDING_SIGNALS,) * 2)):
         resource.prlimit(pid, which, value)
 
 
@@ -399,6 +427,9 @@ _SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 1 << 2
 _JOB_OPEN_FILES = 64
 """RLIMIT_NOFILE of a job: a program needs a handful of descriptors, and each open file is a way to hold
 memory or disk that the other limits do not count."""
+_JOB_PENDING_SIGNALS = 64
+"""RLIMIT_SIGPENDING of a job: queued signals, and POSIX timers (each holds a queued signal), are kernel
+memory; a program needs none (the seccomp filter refuses timer_create; this bounds the bare kind)."""
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION, _LANDLOCK_RULE_PATH_BENEATH = 1, 1
 # Landlock file-system rights (include/uapi/linux/landlock.h), by the ABI version that added them.
@@ -626,13 +657,96 @@ def _sweep(child_pid: int, pid_namespace: bool) -> bool:
     return False
 
 
-def _clear_directory(path: str) -> None:
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with suppress(OSError):
-                os.unlink(entry.path)
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_directory(name: str, parent_fd: int) -> int:
+    """Open a subdirectory the job made, whatever mode it gave it (mkdir's mode needs no chmod: 0300 or 0000
+    leave its owner unable to list it). Never follows a symlink."""
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=parent_fd)
+    except PermissionError:
+        pass
+    # Its owner (this uid, or root) may reset the mode; through an O_PATH descriptor of the entry itself, so
+    # that nothing swapped in under the name is changed instead.
+    handle = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        os.chmod(f"/proc/self/fd/{handle}", 0o700)
+    except FileNotFoundError:  # no /proc mounted: by name (the job's processes are gone by now)
+        os.chmod(name, 0o700, dir_fd=parent_fd)
+    finally:
+        os.close(handle)
+    return os.open(name, _DIRECTORY, dir_fd=parent_fd)
+
+
+def _unlink_entries(fd: int, where: str, left: list) -> list[str]:
+    """Remove every non-directory in the directory `fd`; return the names of its subdirectories."""
+    if os.fstat(fd).st_mode & 0o700 != 0o700:  # listed but not writable (0500): entries cannot be unlinked
+        os.fchmod(fd, 0o700)
+    with os.scandir(fd) as listing:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+    subdirectories = []
+    for name, is_directory in entries:
+        if is_directory:
+            subdirectories.append(name)
+            continue
+        try:
+            os.unlink(name, dir_fd=fd)  # a symlink is removed, never followed
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(f"{where}{name}")
+    return subdirectories
+
+
+def remove_contents(top: str) -> list[str]:
+    """Empty `top` (not `top` itself) whatever modes, depth or links were left in it, and return the relative
+    paths of what remains (what cannot be removed, mount points: never entered, and their parents).
+
+    Iterative, with one open directory at a time and names relative to it: no recursion limit, no PATH_MAX,
+    no descriptor per level (a tree 100,000 deep costs a list of names)."""
+    left: list[str] = []
+    fd = os.open(top, _DIRECTORY)
+    try:
+        device = os.fstat(fd).st_dev
+        names: list[str] = []  # from top down to the directory `fd`
+        pending = [_unlink_entries(fd, "", left)]  # per level: subdirectories still to empty
+        while True:
+            where = "".join(f"{name}/" for name in names)
+            if pending[-1]:
+                name = pending[-1].pop()
+                try:
+                    child = _open_directory(name, fd)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    left.append(f"{where}{name}")
+                    continue
+                if os.fstat(child).st_dev != device:  # a mount point (bubblewrap's bind of a Python under /tmp)
+                    os.close(child)
+                    left.append(f"{where}{name}")
+                    continue
+                os.close(fd)
+                fd = child
+                names.append(name)
+                pending.append(_unlink_entries(fd, f"{where}{name}/", left))
+                continue
+            pending.pop()
+            if not names:
+                return left
+            # Back up one level: nothing moves under us, every process of the job is gone.
+            parent = os.open("..", _DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            name = names.pop()
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(f"{where[:-len(name) - 1]}{name}")
+    finally:
+        os.close(fd)
 
 
 def _classify_exit(status: int, rusage, limits: dict, *, killed_for_wall: bool) -> dict:
@@ -758,16 +872,46 @@ def run_job(job: dict, child: _Prepared, config: dict) -> dict:
 
 
 def clean_up(child: _Prepared, config: dict) -> bool:
-    """After a job: kill what is left of it, empty the scratch directory; True when nothing survived."""
-    child.close()
-    clean = _sweep(child.pid, config["pid_namespace"])
-    _clear_directory(config["scratch_dir"])
-    return clean
+    """After a job: kill what is left of it, empty the scratch directory; True only when nothing of it
+    survived (no process, nothing in the scratch directory but what the worker itself keeps there). A worker
+    that answers False exits, and the harness starts a fresh one in its slot."""
+    try:
+        child.close()
+        if not _sweep(child.pid, config["pid_namespace"]):
+            return False  # a process lives on: it could refill the directory behind the cleanup
+        left = remove_contents(config["scratch_dir"])
+        return set(left) <= set(config["keep"])
+    except BaseException:  # RecursionError, MemoryError, a descriptor limit: this worker is not reused
+        return False
+
+
+def _remove_tree_command(path: str) -> int:
+    """`zygote.py --remove PATH`: the harness removes a worker's host scratch directory in a process of its
+    own (killed at a timeout), never in its own stack."""
+    try:
+        left = remove_contents(path)
+        if not left:
+            os.rmdir(path)
+    except FileNotFoundError:
+        return 0
+    except BaseException as exc:
+        print(f"cannot remove {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if left:
+        print(f"left in {path}: {', '.join(left[:20])}", file=sys.stderr)
+    return 1 if left else 0
 
 
 def main() -> None:
     global _libc, _kernel
+    if sys.argv[1] == "--remove":
+        sys.exit(_remove_tree_command(sys.argv[2]))
     config = json.loads(sys.argv[1])
+    if config.get("site_dirs"):  # a copy of the Python installation started with -S: its packages, .pth files
+        import site
+
+        for directory in config["site_dirs"]:
+            site.addsitedir(directory)
     # kill(-1) is only safe inside our own pid namespace, as an unprivileged uid.
     config["pid_namespace"] = bool(config["pid_namespace"]) and os.getuid() != 0 and os.getpid() == 2
     # The protocol moves off fds 0/1 so that nothing a library prints can corrupt it.

@@ -7,6 +7,9 @@ its memory controller can be enabled below the harness's own cgroup (the root, o
 cgroup v1's memory hierarchy (hybrid layouts, e.g. Debian with systemd's legacy mode) when it is
 writable (as root). Elsewhere `memory_problem()` says why, and the sandbox relies on RLIMIT_AS with
 the shared-memory routes closed (memfd refused, no /dev/shm, a sized tmpfs).
+
+The pids controller, found the same way, bounds a worker's processes and threads together (`PidsCgroup`);
+where it cannot be had, RLIMIT_NPROC of the worker's own unprivileged uid does.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def _directory(mount_root: str, mount_point: str, path: str) -> Path:
     return Path(mount_point) / ("" if relative == "." else relative)
 
 
-def _probe() -> tuple[MemoryControl | None, str]:
+def _probe(controller: str = "memory") -> tuple[MemoryControl | None, str]:
     try:
         mounts, own = _mounts(), _own_cgroups()
     except OSError as exc:
@@ -70,26 +73,26 @@ def _probe() -> tuple[MemoryControl | None, str]:
         if kind == "cgroup2" and "" in own:
             base = _directory(root, point, own[""])
             try:
-                if "memory" not in (base / "cgroup.controllers").read_text().split():
-                    reasons.append(f"cgroup v2 at {point} has no memory controller here")
+                if controller not in (base / "cgroup.controllers").read_text().split():
+                    reasons.append(f"cgroup v2 at {point} has no {controller} controller here")
                     continue
-                if "memory" not in (base / "cgroup.subtree_control").read_text().split():
-                    (base / "cgroup.subtree_control").write_text("+memory")
+                if controller not in (base / "cgroup.subtree_control").read_text().split():
+                    (base / "cgroup.subtree_control").write_text(f"+{controller}")
             except OSError as exc:
-                reasons.append(f"cannot enable the v2 memory controller below {base}: {exc.strerror}")
+                reasons.append(f"cannot enable the v2 {controller} controller below {base}: {exc.strerror}")
                 continue
             if _can_make_child(base):
                 return MemoryControl(base, 2), ""
             reasons.append(f"cannot create a cgroup below {base}")
-        elif kind == "cgroup" and "memory" in options.split(","):
-            path = next((p for names, p in own.items() if "memory" in names.split(",")), None)
+        elif kind == "cgroup" and controller in options.split(","):
+            path = next((p for names, p in own.items() if controller in names.split(",")), None)
             if path is None:
                 continue
             base = _directory(root, point, path)
             if _can_make_child(base):
                 return MemoryControl(base, 1), ""
             reasons.append(f"cannot create a cgroup below {base} (needs root or a delegated cgroup)")
-    return None, "; ".join(reasons) or "no cgroup memory controller is mounted"
+    return None, "; ".join(reasons) or f"no cgroup {controller} controller is mounted"
 
 
 def _can_make_child(base: Path) -> bool:
@@ -115,8 +118,8 @@ def _remove_stale(base: Path) -> None:
 
 
 @functools.cache
-def _probed() -> tuple[MemoryControl | None, str]:
-    return _probe()
+def _probed(controller: str = "memory") -> tuple[MemoryControl | None, str]:
+    return _probe(controller)
 
 
 def memory_control() -> MemoryControl | None:
@@ -127,6 +130,12 @@ def memory_control() -> MemoryControl | None:
 def memory_problem() -> str | None:
     """None when worker memory cgroups can be made here, else why not."""
     return None if memory_control() is not None else _probed()[1]
+
+
+def pids_control() -> MemoryControl | None:
+    """Where worker pids cgroups can be made here (probed once), or None: then RLIMIT_NPROC of the worker's
+    unprivileged uid is the process limit."""
+    return _probed("pids")[0]
 
 
 class WorkerCgroup:
@@ -178,6 +187,44 @@ class WorkerCgroup:
 
     def remove(self) -> None:
         """Delete the (now empty) cgroup; its last processes may take a moment to be freed."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
+
+
+class PidsCgroup:
+    """The task limit of one worker (the pids controller): its processes and threads together, whatever uid
+    they run as. Under cgroup v2 it shares the worker's memory cgroup when there is one (a process belongs to
+    one v2 cgroup); under v1 it is a directory of the pids hierarchy."""
+
+    def __init__(self, control: MemoryControl, max_tasks: int, shared: Path | None = None):
+        self.owned = shared is None
+        self.path = control.base / f"{_PREFIX}{os.getpid()}-{next(_counter)}" if shared is None else shared
+        if self.owned:
+            self.path.mkdir()
+        self.max_tasks = 0
+        self.set_limit(max_tasks)
+
+    @property
+    def procs_file(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    def set_limit(self, max_tasks: int) -> None:
+        if max_tasks != self.max_tasks:
+            (self.path / "pids.max").write_text(str(max_tasks))
+            self.max_tasks = max_tasks
+
+    def remove(self) -> None:
+        if not self.owned:
+            return
         deadline = time.monotonic() + 2.0
         while True:
             try:

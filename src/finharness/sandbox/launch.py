@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Literal
 
 from finharness.sandbox import _zygote
-from finharness.sandbox.cgroups import memory_control
+from finharness.sandbox.access import ZYGOTE_SOURCE, PythonView, bind_script, python_roots, python_view
+from finharness.sandbox.access import reachable_by_others as _reachable_by_others
+from finharness.sandbox.cgroups import memory_control, pids_control
 from finharness.sandbox.result import Limits, SandboxUnavailable
 from finharness.sandbox.seccomp import filter_program, seccomp_problem, seccomp_syscall_number
 
-ZYGOTE_SOURCE = Path(__file__).with_name("_zygote.py")
 ZYGOTE_INSIDE = "/opt/finharness-sandbox/zygote.py"
 SCRATCH_INSIDE = "/tmp"
 SANDBOX_UID_RANGE = (2_000_000, 3_000_000)
-"""Kernel uids with no account; each worker started by root gets one at random (where the Python
-installation is readable by others), so RLIMIT_NPROC counts that worker alone and its files and
-signals reach nothing else."""
+"""Kernel uids with no account; each worker started by root gets one at random, under every kind, so no
+job runs as uid 0, RLIMIT_NPROC counts that worker alone (it binds once the uid is not 0), and its files
+and signals reach nothing else."""
 
 PLAIN_PRELOAD = ("ast", "json", "math", "decimal", "fractions", "datetime", "statistics")
 SCIENTIFIC_PRELOAD = (*PLAIN_PRELOAD, "numpy", "pandas")
@@ -88,31 +89,25 @@ class Launch:
     memory_cgroup: bool = False
     """Start the worker in a memory cgroup of its own (see finharness.sandbox.cgroups)."""
 
+    pids_cgroup: bool = False
+    """Start the worker in a pids cgroup of its own: its processes and threads together are bounded."""
+
+    uid: int | None = None
+    """The unprivileged uid (and gid) the worker runs as, when the harness is root; None: the harness's own."""
+
     landlock_abi: int = 0
     """The Landlock ABI version the worker must report enforcing (0: none)."""
 
 
-def python_roots() -> tuple[str, ...]:
-    """Directories of the running Python that a worker must read: installation, venv, site-packages."""
-    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    for entry in sys.path:
-        if entry and "site-packages" in entry and os.path.isdir(entry):
-            real = os.path.realpath(entry)
-            if not any(real.startswith(root + "/") for root in roots):
-                roots.add(real)
-    # Drop roots nested in other roots: binding the outer one covers them.
-    ordered = sorted(roots)
-    return tuple(r for r in ordered if not any(r != o and r.startswith(o + "/") for o in ordered))
-
-
-def _read_roots() -> list[str]:
+def _read_roots(roots: tuple[str, ...] | None = None) -> list[str]:
     """What the audit guard lets a job read (besides its own directory)."""
-    return [*python_roots(), "/usr/share/zoneinfo"]
+    return [*(python_roots() if roots is None else roots), "/usr/share/zoneinfo"]
 
 
-def _landlock_read_roots() -> list[str]:
+def _landlock_read_roots(roots: tuple[str, ...] | None = None) -> list[str]:
     """What Landlock lets a job read: the Python installation, the system's libraries, a few devices."""
-    return [*python_roots(), *(f"/{name}" for name in _HOST_ROOT_ENTRIES), *_HOST_ETC_FILES, *_DEVICES]
+    return [*(python_roots() if roots is None else roots), *(f"/{name}" for name in _HOST_ROOT_ENTRIES),
+            *_HOST_ETC_FILES, *_DEVICES]
 
 
 def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list[str]:
@@ -157,12 +152,25 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
 
 
 def _config(scratch_dir: str, pid_namespace: bool, preload: tuple[str, ...], *,
-            landlock: dict | None = None, seccomp: bytes | None = None) -> str:
+            landlock: dict | None = None, seccomp: bytes | None = None, keep: list[str] | None = None,
+            view: PythonView | None = None) -> str:
     return json.dumps({"scratch_dir": scratch_dir, "pid_namespace": pid_namespace,
-                       "read_roots": _read_roots(), "preload": list(preload),
+                       "read_roots": _read_roots(view.roots if view else None), "preload": list(preload),
                        "max_result_bytes": 16 * 2**20, "landlock": landlock,
                        "seccomp": None if seccomp is None else seccomp.hex(),
-                       "seccomp_nr": None if seccomp is None else seccomp_syscall_number()})
+                       "seccomp_nr": None if seccomp is None else seccomp_syscall_number(),
+                       "keep": keep or [], "site_dirs": list(view.site_dirs) if view else []})
+
+
+def _kept_in_scratch(roots: tuple[str, ...]) -> list[str]:
+    """Paths below bubblewrap's scratch tmpfs that are not the job's: a Python or venv under /tmp (a CI
+    clone) is bound there, with the directories bubblewrap made above it."""
+    kept = set()
+    for root in roots:
+        if root.startswith(SCRATCH_INSIDE + "/"):
+            parts = Path(root).relative_to(SCRATCH_INSIDE).parts
+            kept |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return sorted(kept)
 
 
 @functools.cache
@@ -202,9 +210,23 @@ def landlock_problem() -> str | None:
             "in the lsm= boot parameter)")
 
 
+def uid_problem() -> str | None:
+    """None when a worker started here can run its jobs as an unprivileged uid, else why not (root only:
+    a normal user's jobs run as that user)."""
+    if os.geteuid() != 0:
+        return None
+    if shutil.which("setpriv") is None:
+        return "running as root, and setpriv (util-linux) is missing to drop to an unprivileged uid"
+    try:
+        python_view()
+    except OSError as exc:
+        return f"running as root, and the Python installation cannot be made readable to an unprivileged uid: {exc}"
+    return None
+
+
 def kernel_problem() -> str | None:
     """None when the `kernel` kind (seccomp + Landlock, no namespaces) can run here, else what is missing."""
-    problems = [p for p in (seccomp_problem(), landlock_problem()) if p]
+    problems = [p for p in (seccomp_problem(), landlock_problem(), uid_problem()) if p]
     return "; ".join(problems) or None
 
 
@@ -261,6 +283,8 @@ def isolation_label(isolation: IsolationChoice, audit: bool) -> str:
         layers.append("netns")
     if kind != "bare" and memory_control() is not None:
         layers.append("memcg")
+    if kind != "bare" and pids_control() is not None:
+        layers.append("pids")
     return "+".join(layers + (["audit"] if audit else []))
 
 
@@ -269,28 +293,20 @@ def isolation_kind(label: str) -> str:
     return "bwrap" if label.startswith("bwrap") else "bare" if label.startswith("unsafe") else "kernel"
 
 
-def _reachable_by_others(paths) -> bool:
-    """Whether a uid with no groups can read `paths` (every parent directory searchable by others)."""
-    for path in paths:
-        for part in (Path(path), *Path(path).parents):
-            try:
-                mode = part.stat().st_mode
-            except OSError:
-                return False
-            if not mode & 0o001 or (part == Path(path) and part.is_dir() and not mode & 0o004):
-                return False
-    return True
-
-
-def _no_privileges(scratch: str) -> list[str]:
-    """setpriv arguments: no capabilities, no new privileges, a random uid where the Python installation
-    is readable by others (as root; else root's uid without any capability), death with the harness."""
+def _privileges(uid: int | None) -> list[str]:
+    """setpriv arguments: death with the harness, no new privileges, no capabilities, and as root a uid and
+    gid of the worker's own with no groups."""
     args = ["setpriv", "--pdeathsig", "KILL", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
-    if os.geteuid() == 0 and _reachable_by_others(python_roots()):
-        uid = random.randrange(*SANDBOX_UID_RANGE)
-        os.chown(scratch, uid, uid)
+    if uid is not None:
         args += [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
     return [*args, "--"]
+
+
+def _scratch_parent() -> str | None:
+    """Where a host scratch directory is made: the temp dir, unless the worker's uid could not enter it."""
+    if os.geteuid() == 0 and not _reachable_by_others([tempfile.gettempdir()]):
+        return "/tmp"
+    return None
 
 
 def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
@@ -302,25 +318,35 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
     label = isolation_label(isolation, audit)
     kind = isolation_kind(label)
     abi = landlock_abi() if "landlock" in label else 0
-    seccomp = filter_program() if kind != "bare" else None
+    seccomp = filter_program(kind) if kind != "bare" else None
+    uid = random.randrange(*SANDBOX_UID_RANGE) if os.geteuid() == 0 else None
+    cgroups = {"memory_cgroup": "memcg" in label, "pids_cgroup": "pids" in label}
     if kind == "bwrap":
-        uid = random.randrange(*SANDBOX_UID_RANGE) if os.geteuid() == 0 else None
         landlock = {"abi": abi, "read": _landlock_read_roots(), "write": [SCRATCH_INSIDE]} if abi else None
-        config = _config(SCRATCH_INSIDE, True, preload, landlock=landlock, seccomp=seccomp)
+        config = _config(SCRATCH_INSIDE, True, preload, landlock=landlock, seccomp=seccomp,
+                         keep=_kept_in_scratch(python_roots()))
         return Launch(tuple(_bwrap_argv([ZYGOTE_INSIDE, config], limits, uid)), label, kind, env={},
-                      memory_cgroup="memcg" in label, landlock_abi=abi)
-    scratch = tempfile.mkdtemp(prefix="finharness-sandbox-")
-    env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch}
-    prefix = ["unshare", "--net", "--"] if "netns" in label else []
+                      landlock_abi=abi, uid=uid, **cgroups)
+    problem = uid_problem()
+    if problem:
+        raise SandboxUnavailable(f"no job may run as uid 0: {problem}")
+    view = python_view() if uid is not None else PythonView("readable", sys.executable, str(ZYGOTE_SOURCE),
+                                                           python_roots())
+    scratch = tempfile.mkdtemp(prefix="finharness-sandbox-", dir=_scratch_parent())
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch, **view.env}
+    namespaces = (["--net"] if "netns" in label else []) + (["--mount"] if view.how == "bind" else [])
+    prefix = ["unshare", *namespaces, "--"] if namespaces else []
+    if view.how == "bind":
+        # Root, in the worker's own mount namespace: the Python installation made visible, then the uid drop.
+        prefix += ["/bin/sh", "-c", bind_script(view, os.path.join(scratch, ".python")), "finharness-sandbox-bind"]
+    prefix += _privileges(uid)
     if kind == "kernel":
-        prefix += _no_privileges(scratch)
-        # No mount namespace, so no sized private file system: the job directory is read-only (Landlock).
-        landlock = {"abi": abi, "read": [*_landlock_read_roots(), scratch], "write": []}
-        config = _config(scratch, False, preload, landlock=landlock, seccomp=seccomp)
+        # No mount namespace for the job, so no sized private file system: the job directory is read-only.
+        landlock = {"abi": abi, "read": [*_landlock_read_roots(view.roots), scratch], "write": []}
+        config = _config(scratch, False, preload, landlock=landlock, seccomp=seccomp, keep=["job"], view=view)
     else:
-        if shutil.which("setpriv") is not None:
-            prefix += ["setpriv", "--pdeathsig", "KILL", "--"]  # the worker dies with the harness
-        config = _config(scratch, False, preload)
-    argv = [*prefix, sys.executable, "-I", "-B", str(ZYGOTE_SOURCE), config]
-    return Launch(tuple(argv), label, kind, scratch_dir=scratch, env=env, memory_cgroup="memcg" in label,
-                  landlock_abi=abi)
+        config = _config(scratch, False, preload, view=view)
+    argv = [*prefix, view.executable, *view.interpreter_flags, view.zygote, config]
+    return Launch(tuple(argv), label, kind, scratch_dir=scratch, env=env, landlock_abi=abi, uid=uid, **cgroups)

@@ -9,7 +9,7 @@ import keyword
 import os
 import queue
 import select
-import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -23,7 +23,7 @@ from contextlib import suppress
 from typing import Any
 
 from finharness.sandbox import _zygote
-from finharness.sandbox.cgroups import WorkerCgroup, memory_control
+from finharness.sandbox.cgroups import PidsCgroup, WorkerCgroup, memory_control, pids_control
 from finharness.sandbox.launch import (
     PLAIN_PRELOAD,
     SCIENTIFIC_PRELOAD,
@@ -39,6 +39,10 @@ from finharness.sandbox.result import ExecResult, Limits, Mode, SandboxStartErro
 
 _REPLY_GRACE_S = 10.0
 """Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
+_REMOVE_TIMEOUT_S = 60.0
+"""Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
+_BWRAP_PROCESSES = 2
+"""bubblewrap's own processes in a worker's pids cgroup (the outer one and its pid-namespace init)."""
 
 TIERS = {"plain": PLAIN_PRELOAD, "scientific": SCIENTIFIC_PRELOAD}
 """Kinds of worker, by what they preload. Most BizBench programs use plain arithmetic (the official
@@ -75,29 +79,41 @@ class _WorkerLost(Exception):
 class _Worker:
     """One warm zygote process and its pipes (used by one thread at a time)."""
 
-    def __init__(self, launch: Launch, tier: str, memory_mb: int):
+    def __init__(self, launch: Launch, tier: str, memory_mb: int, nproc: int):
         self.launch = launch
         self.tier = tier
         self.stderr = tempfile.TemporaryFile()
-        self.cgroup = None
+        self.cgroup = self.pids = None
         argv = launch.argv
-        if launch.memory_cgroup:
-            self.cgroup = WorkerCgroup(memory_control(), memory_mb)
-            # The shell joins the cgroup, then becomes the worker: everything it starts is counted.
-            argv = ("/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *argv)
         try:
+            if launch.memory_cgroup:
+                self.cgroup = WorkerCgroup(memory_control(), memory_mb)
+            if launch.pids_cgroup:
+                control = pids_control()
+                # cgroup v2: one cgroup per process, so the pids limit goes into the memory cgroup when both are v2.
+                same = self.cgroup is not None and control.version == 2 and self.cgroup.control == control
+                self.pids = PidsCgroup(control, self.pids_limit(nproc), self.cgroup.path if same else None)
+            procs = sorted({group.procs_file for group in (self.cgroup, self.pids) if group is not None})
+            if procs:
+                # The shell joins the cgroups, then becomes the worker: everything it starts is counted.
+                joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in procs)
+                argv = ("/bin/sh", "-c", f'{joins} && exec "$@"', "finharness-sandbox", *argv)
             self.process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                 env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
         except BaseException:
-            if self.cgroup is not None:
-                self.cgroup.remove()
+            self._remove_cgroups()
+            _remove_scratch(launch.scratch_dir)
             raise
         self.jobs_done = 0
         self.cleanup_pending = False
         """True after an answer, until the worker's {"clean": true} has been read."""
         self.info: dict = {}
         self._buffer = b""
+
+    def pids_limit(self, nproc: int) -> int:
+        """pids.max for a job limit of `nproc` tasks of the worker's uid (its zygote included)."""
+        return nproc + (_BWRAP_PROCESSES if self.launch.kind == "bwrap" else 0)
 
     def wait_ready(self, timeout_s: float) -> None:
         try:
@@ -113,6 +129,11 @@ class _Worker:
                 self.launch.kind != "bare"):
             self.stop()
             raise SandboxStartError(f"sandbox worker did not set up the layers of {self.launch.isolation}: {reply!r}")
+        expected_uid = os.getuid() if self.launch.uid is None else self.launch.uid
+        if reply.get("uid") != expected_uid or expected_uid == 0:
+            self.stop()
+            raise SandboxStartError(f"sandbox worker runs as uid {reply.get('uid')}, not an unprivileged uid "
+                                    f"({expected_uid}): no job may run as root")
         self.info = reply
 
     def request(self, job: dict, timeout_s: float) -> dict:
@@ -167,17 +188,38 @@ class _Worker:
         return self.stderr.read().decode(errors="replace")[-limit:]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            with suppress(ProcessLookupError):  # the whole group: bwrap, or the fallback zygote and its jobs
-                os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        """Kill the worker and remove what it had on the host; never raises (a slot must not be lost to it)."""
+        try:
+            if self.process.poll() is None:
+                with suppress(ProcessLookupError):  # the whole group: bwrap, or the fallback zygote and its jobs
+                    os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        except Exception:
+            pass
         for stream in (self.process.stdin, self.process.stdout, self.stderr):
-            with suppress(OSError):
+            with suppress(Exception):
                 stream.close()
-        if self.launch.scratch_dir:
-            shutil.rmtree(self.launch.scratch_dir, ignore_errors=True)
-        if self.cgroup is not None:
-            self.cgroup.remove()
+        _remove_scratch(self.launch.scratch_dir)
+        self._remove_cgroups()
+
+    def _remove_cgroups(self) -> None:
+        for group in (self.pids, self.cgroup):
+            if group is not None:
+                with suppress(Exception):
+                    group.remove()
+
+
+def _remove_scratch(path: str | None) -> None:
+    """Remove a host scratch directory, whatever a job left in it (modes, depth, links), in a process of its
+    own with a timeout: a tree that would take long, or a bug, cannot hang or crash the harness."""
+    if not path or not os.path.lexists(path):
+        return
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-B", str(_zygote.__file__), "--remove", path],
+                       env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=_REMOVE_TIMEOUT_S, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def _stop_all(workers: set) -> None:
@@ -295,6 +337,8 @@ class Sandbox:
         try:
             if worker.cgroup is not None:
                 worker.cgroup.set_limit(max(self.limits.memory_mb, job["limits"]["memory_mb"]))
+            if worker.pids is not None:
+                worker.pids.set_limit(worker.pids_limit(max(self.limits.nproc, job["limits"]["nproc"])))
             reply = worker.request(job, job["limits"]["wall_s"] + _REPLY_GRACE_S)
             replace = worker.jobs_done >= self._max_jobs
         except TimeoutError:
@@ -338,7 +382,7 @@ class Sandbox:
 
     def _spawn(self, tier: str) -> _Worker:
         launch = plan_launch(self.limits, isolation=self._isolation_choice, audit=self.audit, preload=TIERS[tier])
-        worker = self._spawner.submit(_Worker, launch, tier, self.limits.memory_mb).result()
+        worker = self._spawner.submit(_Worker, launch, tier, self.limits.memory_mb, self.limits.nproc).result()
         with self._lock:
             if self._closed:
                 worker.stop()
@@ -356,29 +400,31 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("the sandbox is closed")
         worker = self._idle[tier].get()
-        if worker is not None:
-            if worker.is_clean(_REPLY_GRACE_S):
-                return worker
-            # Something of the last job survived, or the job killed the worker: retire it.
-            with self._lock:
-                self._live.discard(worker)
-            worker.stop()
-        try:  # a slot whose worker was retired: start its successor now
+        try:
+            if worker is not None:
+                if worker.is_clean(_REPLY_GRACE_S):
+                    return worker
+                # Something of the last job survived, its cleanup failed, or the job killed the worker.
+                self._retire(worker)
+            # A slot whose worker was retired: start its successor now.
             worker = self._spawn(tier)
             worker.wait_ready(self._startup_timeout_s)
             return worker
         except BaseException:
-            self._idle[tier].put(None)
+            self._idle[tier].put(None)  # the slot stays: the next run starts a worker in it
             raise
 
+    def _retire(self, worker: _Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+        worker.stop()
+
     def _release(self, worker: _Worker, replace: bool) -> None:
-        if replace:
-            with self._lock:
-                self._live.discard(worker)
-            worker.stop()
-            self._idle[worker.tier].put(None)
-        else:
-            self._idle[worker.tier].put(worker)
+        try:
+            if replace:
+                self._retire(worker)
+        finally:
+            self._idle[worker.tier].put(None if replace else worker)
 
     def _job(self, code: str, mode: str, inputs: Mapping[str, Any] | None, call: Any, limits: Limits) -> dict:
         if not isinstance(code, str):

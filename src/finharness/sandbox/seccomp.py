@@ -7,7 +7,8 @@ read, write and map memory, use its own files and threads, and look at the clock
 refused, chiefly: starting programs (execve), new processes (fork; clone only for threads),
 signals to anything but its own process group, other processes' memory (ptrace, process_vm_*),
 pidfds, anonymous shared memory (memfd_create), sockets, namespaces and mounts, bpf, keyrings,
-io_uring, userfaultfd, perf events and personality changes. A refused call fails with EPERM
+io_uring, userfaultfd, perf events and personality changes, changing modes, owners or times of files,
+file locks (flock, fcntl F_SETLK*), POSIX timers and SysV IPC. A refused call fails with EPERM
 ("Operation not permitted"); a call of another architecture (int 0x80, x32) kills the job.
 """
 
@@ -24,17 +25,15 @@ ALLOWED = (
     "fstat", "stat", "lstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2",
     "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
     "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-    "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "umask",
-    "utime", "utimes", "utimensat", "futimesat", "truncate", "ftruncate", "fsync", "fdatasync", "flock",
+    "link", "linkat", "symlink", "symlinkat", "umask", "truncate", "ftruncate", "fsync", "fdatasync",
     "sendfile", "copy_file_range", "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
     # memory (counted by RLIMIT_AS and the memory cgroup); NUMA hints that BLAS libraries give
     "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mbind", "get_mempolicy", "set_mempolicy",
-    # threads, its own signal handling, clocks and timers
+    # threads, its own signal handling, clocks, interval timers (one per process: no kernel objects to pile up)
     "futex", "set_robust_list", "set_tid_address", "rseq", "sched_yield",
     "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
     "sigaltstack", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
-    "getitimer", "setitimer", "alarm", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
-    "timer_delete", "exit", "exit_group", "wait4", "waitid",
+    "getitimer", "setitimer", "alarm", "exit", "exit_group", "wait4", "waitid",
     "select", "pselect6", "poll", "ppoll", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
     "epoll_pwait", "eventfd", "eventfd2",
     # who and where it is, read only
@@ -45,8 +44,10 @@ ALLOWED = (
 _CLONE_THREAD = 0x00010000
 _CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)  # TCGETS TIOCGWINSZ FIONREAD FIONBIO FIONCLEX FIOCLEX
-# fcntl: descriptor flags, status flags, locks, pipe size; not F_SETOWN/F_SETSIG (SIGIO to another process)
-_FCNTLS = (0, 1, 2, 3, 4, 5, 6, 7, 36, 37, 38, 1030, 1032)
+# fcntl: descriptor flags, status flags, asking about locks (F_GETLK, F_OFD_GETLK), pipe size. Not taking locks
+# (F_SETLK[W], F_OFD_SETLK[W]): a descriptor of a host file is enough to lock it, and a host process that
+# locks it waits; not F_SETOWN/F_SETSIG (SIGIO to another process).
+_FCNTLS = (0, 1, 2, 3, 4, 5, 36, 1030, 1032)
 
 ENOSYS_CALLS = ("clone3",)
 """Refused with ENOSYS instead of EPERM: the C library then falls back to an allowed call (clone)."""
@@ -62,8 +63,20 @@ NAMED_REFUSALS = (
     "personality", "prctl", "seccomp", "setrlimit", "mknod", "mknodat", "setsid", "setpgid", "setpriority",
     "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "capset",
     "mlock", "mlock2", "mlockall", "mincore", "splice", "tee", "vmsplice", "fanotify_init", "inotify_init1",
+    # Owners: a job has no need to; modes and times: see ATTRIBUTE_CALLS.
+    "chown", "fchown", "fchownat", "lchown",
+    # Kernel objects a job could pile up or use to block the host: locks on any readable file (flock needs
+    # no write access), POSIX timers (kernel memory per timer), SysV IPC (outlives the process).
+    "flock", "timer_create", "shmget", "msgget", "semget", "mq_open",
 )
 """Calls refused by the default action anyway, listed for the reader (and checked by a test)."""
+
+ATTRIBUTE_CALLS = ("chmod", "fchmod", "fchmodat", "fchmodat2", "utime", "utimes", "utimensat", "futimesat")
+"""Mode and time changes: allowed under bubblewrap only. Landlock does not govern them, so without a mount
+namespace every file the job's uid owns is in reach (a normal user's venv and home; as root, the worker's
+scratch directory); there the job directory is read-only anyway, so a job has nothing of its own to change.
+Under bubblewrap the host is bound read-only and owned by other uids: only the job's own files on its
+tmpfs can change (shutil.copy2 works there)."""
 
 
 def conditional_rules(pyseccomp) -> list[tuple[str, tuple]]:
@@ -83,7 +96,7 @@ def conditional_rules(pyseccomp) -> list[tuple[str, tuple]]:
 
 
 @functools.cache
-def _compiled() -> tuple[bytes | None, str | None]:
+def _compiled(attributes: bool = False) -> tuple[bytes | None, str | None]:
     try:
         import pyseccomp
     except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: "Unable to find libseccomp"
@@ -95,7 +108,7 @@ def _compiled() -> tuple[bytes | None, str | None]:
         # A binary tree of syscall numbers instead of a linear list: fewer instructions per call, and the
         # kernel's per-filter action cache (built when a job loads it) is cheaper to compute.
         policy.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
-        for name in ALLOWED:
+        for name in ALLOWED + (ATTRIBUTE_CALLS if attributes else ()):
             _add(pyseccomp, policy, pyseccomp.ALLOW, name)
         for name, conditions in conditional_rules(pyseccomp):
             _add(pyseccomp, policy, pyseccomp.ALLOW, name, *conditions)
@@ -119,9 +132,10 @@ def _add(pyseccomp, policy, action: int, name: str, *conditions) -> None:
     policy.add_rule(action, number, *conditions)
 
 
-def filter_program() -> bytes:
-    """The compiled filter: struct sock_filter[] as raw bytes (8 per instruction). Raises RuntimeError."""
-    program, problem = _compiled()
+def filter_program(kind: str = "kernel") -> bytes:
+    """The compiled filter of a kind of worker ('bwrap' also allows ATTRIBUTE_CALLS): struct sock_filter[] as
+    raw bytes (8 per instruction). Raises RuntimeError."""
+    program, problem = _compiled(kind == "bwrap")
     if program is None:
         raise RuntimeError(problem)
     return program

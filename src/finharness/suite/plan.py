@@ -245,6 +245,15 @@ def _with_notes(plan: Plan, backends: Any) -> Plan:
     counted = sorted({t.spec for _, _, t in tallies if t.calls and not t.estimated_calls and t.exact_calls < t.calls})
     if counted:
         plan.notes.append(f"prompt tokens of {', '.join(counted)} are counted with the model's own tokenizer")
+    for spec in sorted({t.spec for _, _, t in tallies if t.unknown_thinking_calls}):
+        calls = [t for _, _, t in tallies if t.spec == spec and t.unknown_thinking_calls]
+        largest = max(t.largest_if_thinking for t in calls)
+        total = sum(t.ceiling_if_thinking for t in calls)
+        plan.notes.append(
+            f"{spec}: its spec does not say whether the model thinks, and a dry run cannot ask: the ceilings assume it "
+            f"does not. A hosted reasoning model refuses max_tokens at the first call and is then sent max_tokens plus "
+            f"a thinking budget, up to {largest:,} completion tokens a call ({total:,} in all: the ceilings 'if it "
+            "thinks'); state it in the spec (max_completion_tokens=1, thinking_budget=N) to plan it as it will run")
     inexact = sorted({t.spec for _, _, t in tallies if t.exact_calls < t.calls})
     exact = sorted({t.spec for _, _, t in tallies if t.calls and t.exact_calls == t.calls})
     if exact:
@@ -269,16 +278,23 @@ def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
     for _, _, tally in sorted(plan.tallies(), key=lambda t: (ROLE_ORDER.get(t[2].role, len(ROLE_ORDER)), t[2].spec)):
         cost = plan.cost(tally)
         for key in ((tally.role, tally.spec), ("total", "")):
-            sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "prompt_tokens": 0, "completion_expected": 0,
-                                        "completion_ceiling": 0, "cost_expected": None, "cost_ceiling": None,
-                                        "prompt_estimated": False})
+            sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "repeats": 0, "prompt_tokens": 0,
+                                        "completion_expected": 0, "completion_ceiling": 0,
+                                        "completion_ceiling_if_thinking": None, "cost_expected": None,
+                                        "cost_ceiling": None, "prompt_estimated": False})
             sums["prompt_estimated"] |= tally.estimated_calls > 0
-            for name in ("calls", "prompt_tokens", "completion_expected", "completion_ceiling"):
+            for name in ("calls", "stored_calls", "repeats", "prompt_tokens", "completion_expected",
+                         "completion_ceiling"):
                 sums[name] += getattr(tally, name)
-            sums["stored_calls"] += tally.stored_calls + tally.repeats
+            if tally.unknown_thinking_calls:
+                sums["completion_ceiling_if_thinking"] = ((sums["completion_ceiling_if_thinking"] or 0)
+                                                          + tally.ceiling_if_thinking - tally.completion_ceiling)
             if cost is not None:
                 sums["cost_expected"] = (sums["cost_expected"] or 0.0) + cost[0]
                 sums["cost_ceiling"] = (sums["cost_ceiling"] or 0.0) + cost[1]
+    for sums in out.values():  # the extra a thinking model would add, on top of the ceiling
+        if sums.get("completion_ceiling_if_thinking") is not None:
+            sums["completion_ceiling_if_thinking"] += sums["completion_ceiling"]
     out[("total", "")] = out.pop(("total", ""), {})  # last
     return out
 
@@ -286,8 +302,11 @@ def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
 def plan_json(plan: Plan) -> dict[str, Any]:
     def tally_json(tally: RoleTally) -> dict[str, Any]:
         cost = plan.cost(tally)
+        price = price_for(plan.prices, tally.spec)
+        thinking = (price.cost(tally.prompt_tokens, tally.ceiling_if_thinking)
+                    if price is not None and tally.unknown_thinking_calls else None)
         return {**tally.to_json(), "cost_expected": None if cost is None else cost[0],
-                "cost_ceiling": None if cost is None else cost[1]}
+                "cost_ceiling": None if cost is None else cost[1], "cost_ceiling_if_thinking": thinking}
 
     cells = []
     for c in plan.cells:
@@ -317,6 +336,17 @@ def _dollars(x: float) -> str:
 
 def _usd(cost: tuple[float, float] | None) -> str:
     return "—" if cost is None else f"{_dollars(cost[0])} / {_dollars(cost[1])}"
+
+
+def _calls(calls: int, stored: int, repeats: int) -> str:
+    """`calls (stored)`, and the requests asked again (made once by the run, then found stored) apart from them."""
+    return f"{calls:,} ({stored:,})" + (f" +{repeats:,} asked again" if repeats else "")
+
+
+def _completion(expected: int, ceiling: int, if_thinking: int | None) -> str:
+    """`expected / ceiling`, with the ceiling a model that turns out to think would take (`if it thinks`)."""
+    text = f"{_tokens(expected)} / {_tokens(ceiling)}"
+    return text if if_thinking is None else f"{text} ({_tokens(if_thinking)} if it thinks)"
 
 
 def _prompt(tally: RoleTally) -> str:
@@ -355,8 +385,9 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         table.add_column(col, justify="right")
 
     def add(head: tuple[str, ...], items: str, tally: RoleTally) -> None:
-        table.add_row(*head, tally.role, short[tally.spec], items, f"{tally.calls:,} ({tally.stored_calls + tally.repeats:,})",
-                      _prompt(tally), f"{_tokens(tally.completion_expected)} / {_tokens(tally.completion_ceiling)}",
+        table.add_row(*head, tally.role, short[tally.spec], items, _calls(tally.calls, tally.stored_calls, tally.repeats),
+                      _prompt(tally), _completion(tally.completion_expected, tally.completion_ceiling,
+                                                  tally.ceiling_if_thinking if tally.unknown_thinking_calls else None),
                       _usd(plan.cost(tally)))
 
     for cell in plan.cells:
@@ -380,9 +411,10 @@ def print_plan(plan: Plan, file: Any = None) -> None:
         totals.add_column(col, overflow="fold")
     for (role, spec), sums in _totals(plan).items():
         cost = None if sums["cost_expected"] is None else (sums["cost_expected"], sums["cost_ceiling"])
-        totals.add_row(role, short.get(spec, spec), f"{sums['calls']:,} ({sums['stored_calls']:,})",
+        totals.add_row(role, short.get(spec, spec), _calls(sums["calls"], sums["stored_calls"], sums["repeats"]),
                        ("~" if sums["prompt_estimated"] else "") + _tokens(sums["prompt_tokens"]),
-                       f"{_tokens(sums['completion_expected'])} / {_tokens(sums['completion_ceiling'])}", _usd(cost))
+                       _completion(sums["completion_expected"], sums["completion_ceiling"],
+                                   sums["completion_ceiling_if_thinking"]), _usd(cost))
     console.print(totals)
     power = Table(title=f"smallest difference between two models a paired test detects ({POWER:.0%} power, "
                         f"two-sided alpha {ALPHA:g})", box=box.SIMPLE_HEAD)
@@ -397,6 +429,9 @@ def print_plan(plan: Plan, file: Any = None) -> None:
     console.print(power)
     if plan.store is None:
         console.print("nothing is stored yet (no run store at the run's path)")
+    if any(t.repeats for _, _, t in plan.tallies()):
+        console.print("asked again: a request the plan asks a second time (two rows or roles sending the same call); "
+                      "the run makes it once and finds it stored after, so it is neither a call to make nor stored now")
     for cell in plan.cells:
         if cell.error:
             console.print(f"error: {cell.row} on {cell.model}: {cell.error}", soft_wrap=True)

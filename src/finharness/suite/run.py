@@ -10,6 +10,7 @@ reuses everything already stored for the others; a crash or Ctrl-C loses only th
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..core.store import CUMULATIVE_COUNTS
 from ..core.task import Task
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
+from ..redact import redact
 from .spec import Suite, SuiteTask
 
 MANIFEST = "suite.json"
@@ -97,6 +99,15 @@ def prepare_rows(suite: Suite, data_root: Path, sandbox: str | None = None) -> l
     return rows
 
 
+def check_suite_data(rows: Sequence[PreparedRow], root: Path, *, judged: bool) -> Any:
+    """Every row's data (suite/data_check.py), UCFE's judging reference with it when a judge will judge (`judged`)."""
+    from .data_check import UCFE_JUDGING, check_data
+
+    jobs = [(r.spec.id, r.ref.name, r.make()) for r in rows]
+    extra = {r.spec.id: (UCFE_JUDGING,) for r in rows if r.ref.name == "ucfe" and judged}
+    return check_data(jobs, root, extra=extra)
+
+
 @dataclass
 class SuiteOutcome:
     """What run_suite did."""
@@ -107,9 +118,17 @@ class SuiteOutcome:
     pools: dict[str, PoolOutcome] = field(default_factory=dict)
     """Each model's pooled run."""
 
+    bugs: list[Exception] = field(default_factory=list)
+    """Rows that crashed (a bug, not bad input): in suite.json's errors too; the caller shows the first traceback."""
+
     @property
     def complete(self) -> bool:
         return self.manifest["status"] == "complete"
+
+
+STOPS: Mapping[str, str] = {"interrupted": "interrupted (Ctrl-C)", "terminated": "terminated (SIGTERM)",
+                            "budget": "the budget stopped it", "crashed": "a row crashed"}
+"""suite.json statuses of a suite that stopped before its end -> how `partial` says it."""
 
 
 ProgressFor = Callable[[str, str], Callable[[RunCounters], None] | None]
@@ -138,14 +157,22 @@ def check_roles(rows: Sequence[PreparedRow], judge: str | None, user: str | None
 
 def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
               user: str | None, out: Path, options: RunOptions, progress_for: ProgressFor | None = None,
-              judge_progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None) -> SuiteOutcome:
+              judge_progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None,
+              resume: str | None = None, stop_reason: Callable[[], str] | None = None,
+              skipped: Mapping[str, Mapping[str, str]] | None = None) -> SuiteOutcome:
     """Run every row for every model (one pool per model, rows sharing its slots), judge UCFE, write suite.json.
 
-    A row that cannot run for a model (bad data, a missing role) is in `errors`; the others run on. options: as for
-    run_task, the same for every row except its own size (`limit`/`sample`) and the suite's seed."""
+    A row that cannot run for a model (bad data, a missing role) is in `errors`, a row that crashes (a bug) too, with
+    the exception in the outcome's `bugs`; the others run on. suite.json is written however the suite ends: a
+    Ctrl-C, a SIGTERM or any other exception leaves one that lists the rows finished so far (`partial`, `resume`:
+    the command that goes on) before the exception goes on up. options: as for run_task, the same for every row
+    except its own size (`limit`/`sample`) and the suite's seed. stop_reason: what stopped the suite when a
+    KeyboardInterrupt does ('interrupted' or 'terminated', from the caller's signal handling). skipped: rows a model
+    does not run, by model, with why (their data cannot be had here: --skip-missing)."""
     check_roles(rows, judge, user)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    invoked = time.time()
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
     backends: dict[str, Backend] = {spec: from_spec(spec) for spec in specs}
     problems = [f"{spec}: {problem}" for spec, backend in backends.items() if (problem := backend.preflight())]
@@ -155,26 +182,44 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
     store_path = out / "store.sqlite"
     outcome = SuiteOutcome(manifest={})
     errors: dict[str, dict[str, str]] = {}
-    skipped: dict[str, dict[str, str]] = {}
+    skipped = {m: dict(why) for m, why in (skipped or {}).items()}
     runs: dict[str, dict[str, str]] = {r.spec.id: {} for r in rows}
+    ucfe = None
+    stopped: str | None = None
+    earlier = _earlier_runs(out, rows)
+    last: dict[tuple[str, str], RunCounters] = {}  # each row's latest counters: how far an unfinished one got
+
+    def watched(model: str, row: str) -> Callable[[RunCounters], None]:
+        shown = progress_for(model, row) if progress_for else None
+
+        def update(counters: RunCounters) -> None:
+            last[(model, row)] = counters
+            if shown is not None:
+                shown(counters)
+
+        return update
     try:
         for model in models:
             roles = {"model": backends[model], **({"judge": backends[judge]} if judge else {}),
                      **({"user": backends[user]} if user else {})}
-            fitting = [r for r in rows if does_not_fit(r, backends[model]) is None]
             for r in rows:
-                if r not in fitting:
-                    skipped.setdefault(model, {})[r.spec.id] = does_not_fit(r, backends[model])  # type: ignore[assignment]
-            pool = _run_model(fitting, model, roles, out, store_path, options, suite.seed, progress_for)
+                if (why := does_not_fit(r, backends[model])) is not None:
+                    skipped.setdefault(model, {})[r.spec.id] = why
+            fitting = [r for r in rows if r.spec.id not in skipped.get(model, {})]
+            pool = _run_model(fitting, model, roles, out, store_path, options, suite.seed, watched)
             outcome.pools[model] = pool
             for row, task_outcome in zip(fitting, pool.tasks):
                 if task_outcome.result is not None:
                     runs[row.spec.id][model] = str(task_outcome.out_dir.relative_to(out))
                 else:
-                    errors.setdefault(model, {})[row.spec.id] = f"{type(task_outcome.error).__name__}: {task_outcome.error}"
-            if pool.bugs:
-                raise pool.bugs[0]
-        ucfe = None
+                    crashed = "crashed (a bug; its traceback is printed): " if task_outcome.bug else ""
+                    errors.setdefault(model, {})[row.spec.id] = (f"{crashed}{type(task_outcome.error).__name__}: "
+                                                                 f"{task_outcome.error}")
+            outcome.bugs += pool.bugs
+            if suite.contamination:  # membership evidence per row (suite/contamination.py)
+                from .contamination import probe_rows
+
+                probe_rows(fitting, pool.tasks, backends[model], store_path, options, suite.seed)
         ucfe_rows = [r for r in rows if r.ref.name == "ucfe" and all(m in runs[r.spec.id] for m in models)]
         if ucfe_rows and judge:
             from .ucfe import judge_suite_dialogues
@@ -183,17 +228,78 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
                                          judge_backend=backends[judge], judge=judge, out=out, store_path=store_path,
                                          data_root=options.data_dir, concurrency=options.concurrency,
                                          spending=options.spending, progress=judge_progress)
+    except KeyboardInterrupt:
+        stopped = (stop_reason() if stop_reason else None) or "interrupted"
+        raise
+    except BaseException:
+        stopped = "crashed"
+        raise
     finally:
         for backend in backends.values():
             close = getattr(backend, "close", None)
             if close is not None:
                 close()
-    manifest = build_manifest(suite, rows, models=models, judge=judge, user=user, out=out, options=options,
-                              runs=runs, errors=errors, ucfe=ucfe, wall_s=time.perf_counter() - started,
-                              store_path=store_path, skipped=skipped)
-    atomic_write_text(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
-    outcome.manifest = manifest
+        if stopped is not None:  # the rows that finished before the stop, found on disk (their pool did not return)
+            _finished_on_disk(out, rows, models, runs, since=invoked, earlier=earlier)
+        if stopped is None and outcome.bugs:
+            stopped = "crashed"
+        try:
+            manifest = build_manifest(suite, rows, models=models, judge=judge, user=user, out=out, options=options,
+                                      runs=runs, errors=errors, ucfe=ucfe, wall_s=time.perf_counter() - started,
+                                      store_path=store_path, skipped=skipped, stopped=stopped, resume=resume,
+                                      reached={key: (c.samples_done, c.samples_total) for key, c in last.items()})
+            atomic_write_text(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
+            outcome.manifest = manifest
+        except Exception as err:
+            if stopped is None or stopped == "crashed" and outcome.bugs:
+                raise
+            # already on the way out with the stop's own exception, which must not be hidden by this one
+            print(f"warning: {out / MANIFEST} could not be written after the stop: {type(err).__name__}: {err}",
+                  file=sys.stderr)
     return outcome
+
+
+def _row_spec(row: PreparedRow) -> dict[str, Any]:
+    """What decides a row's run besides the models: compared with an earlier suite.json's row."""
+    return {"task": row.ref.label, "options": json.loads(json.dumps(dict(row.options), default=str)),
+            "limit": row.spec.limit, "sample": row.spec.sample}
+
+
+def _earlier_runs(out: Path, rows: Sequence[PreparedRow]) -> dict[str, dict[str, str]]:
+    """Row id -> {model: folder} of the suite.json an earlier invocation left, for the rows it ran as they are now
+    (same task, options and size): what a stopped invocation may still show of them."""
+    try:
+        earlier = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    same = {r.spec.id: _row_spec(r) for r in rows}
+    found: dict[str, dict[str, str]] = {}
+    for row in earlier.get("rows") or ():
+        if not isinstance(row, dict) or same.get(row.get("id")) != {k: row.get(k) for k in
+                                                                   ("task", "options", "limit", "sample")}:
+            continue
+        found[row["id"]] = {str(m): str(f) for m, f in (row.get("runs") or {}).items()}
+    return found
+
+
+def _finished_on_disk(out: Path, rows: Sequence[PreparedRow], models: Sequence[str],
+                      runs: dict[str, dict[str, str]], *, since: float, earlier: Mapping[str, Mapping[str, str]]
+                      ) -> None:
+    """Add to `runs` each row whose results.json this invocation wrote (after `since`), or that the earlier
+    suite.json listed for the same row: a pool that was stopped returns nothing, but its finished rows are on
+    disk."""
+    for row in rows:
+        for model in models:
+            if model in runs[row.spec.id]:
+                continue
+            folder = out / run_dir_name(model) / run_dir_name(row.spec.id)
+            results = folder / "results.json"
+            try:
+                fresh = results.stat().st_mtime >= since
+            except OSError:
+                continue
+            if fresh or earlier.get(row.spec.id, {}).get(model) == str(folder.relative_to(out)):
+                runs[row.spec.id][model] = str(folder.relative_to(out))
 
 
 def _run_model(rows: Sequence[PreparedRow], model: str, roles: Mapping[str, Backend], out: Path, store_path: Path,
@@ -232,16 +338,25 @@ def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
                    user: str | None, out: Path, options: RunOptions, runs: Mapping[str, Mapping[str, str]],
                    errors: Mapping[str, Mapping[str, str]], ucfe: Mapping[str, Any] | None, wall_s: float,
-                   store_path: Path, skipped: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
-    """suite.json: what ran, where each run is, what each model spent over every invocation (docs/suite.md)."""
+                   store_path: Path, skipped: Mapping[str, Mapping[str, str]] | None = None,
+                   stopped: str | None = None, resume: str | None = None,
+                   reached: Mapping[tuple[str, str], tuple[int, int]] | None = None) -> dict[str, Any]:
+    """suite.json: what ran, where each run is, what each model spent over every invocation (docs/suite.md).
+    stopped: why the suite ended before it ran every row (a key of STOPS); the manifest then says how far it got
+    (`partial`) and how to go on (`resume`); reached: (model, row) -> (samples done, of) for the rows under way, so
+    `unfinished` says how far each got."""
     by_model: dict[str, dict[str, Any]] = {}
     statuses = []
+    expected = finished = 0
     for model in models:
         parts = []
         for row in rows:
             folder = runs[row.spec.id].get(model)
+            if row.spec.id not in (skipped or {}).get(model, {}):  # skipped: the window, or data not to be had
+                expected += 1
+                finished += folder is not None
             if folder is None:
-                if row.spec.id not in (skipped or {}).get(model, {}):  # a row the model's window cannot hold
+                if row.spec.id not in (skipped or {}).get(model, {}):
                     statuses.append("missing")
                 continue
             results = json.loads((out / folder / "results.json").read_text(encoding="utf-8"))
@@ -252,8 +367,12 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
         by_model.setdefault("judge", {})
         by_model["judge"] = _sum_counts([ucfe.get("cumulative") or {}])
     spending = options.spending
-    status = ("budget" if spending is not None and spending.reached else
-              "complete" if all(s == "complete" for s in statuses) and not errors else "incomplete")
+    if stopped is None and spending is not None and spending.reached:
+        stopped = "budget"
+    status = stopped or ("complete" if all(s == "complete" for s in statuses) and not errors else "incomplete")
+    partial = None
+    if stopped is not None:
+        partial = f"{finished} of {expected} row runs finished ({STOPS.get(stopped, stopped)})"
     prices = {} if spending is None else {k: {"input": p.input, "output": p.output}
                                           for k, p in spending.prices.items()}
     return {
@@ -272,8 +391,28 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
         "by_model": by_model,
         "wall_s": round(wall_s, 3),
         "status": status,
+        **({"partial": partial} if partial else {}),
+        **({"unfinished": unfinished} if (unfinished := _unfinished(rows, models, runs, errors, skipped, reached))
+           and stopped else {}),
+        **({"resume": redact(resume)} if resume and status != "complete" else {}),  # a spec may hold a key
     }
 
 
-__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "check_roles", "does_not_fit", "prepare_rows",
-           "run_suite"]
+def _unfinished(rows: Sequence[PreparedRow], models: Sequence[str], runs: Mapping[str, Mapping[str, str]],
+                errors: Mapping[str, Mapping[str, str]], skipped: Mapping[str, Mapping[str, str]] | None,
+                reached: Mapping[tuple[str, str], tuple[int, int]] | None) -> dict[str, dict[str, str]]:
+    """model -> row -> how far a row that has no finished run got ('3 of 6 samples finished and stored')."""
+    out: dict[str, dict[str, str]] = {}
+    for model in models:
+        for row in rows:
+            rid = row.spec.id
+            if model in runs[rid] or rid in errors.get(model, {}) or rid in (skipped or {}).get(model, {}):
+                continue
+            done = (reached or {}).get((model, rid))
+            out.setdefault(model, {})[rid] = ("not started" if done is None else
+                                              f"stopped at {done[0]} of {done[1]} samples (finished ones are stored)")
+    return out
+
+
+__all__ = ["MANIFEST", "PreparedRow", "SuiteOutcome", "build_manifest", "check_roles", "check_suite_data", "does_not_fit",
+           "prepare_rows", "run_suite"]

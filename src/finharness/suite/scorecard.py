@@ -36,18 +36,16 @@ from ..data.errors import DataError
 from ..data.io import read_json
 from ..report.leaderboard import Comparison, Entry, Standing, rank_entries, rank_labels
 from ..report.markup import is_percent_metric
-from ..report.runs import RunData, by_task, config_differences, flat_options, load_run
+from ..report.runs import RunData, by_task, config_differences, flat_options, load_run, run_flags
 from ..stats import Estimate, mean_ci, paired_test, proportion_ci, weighted_mean_ci
 from ..util import finite_or_none
+from .contamination import contamination_cells
 
 SUITE_FILE = "suite.json"
 """What `finharness suite` writes into its folder; a folder holding it is a suite folder."""
 
 STATUSES: tuple[str, ...] = ("complete", "incomplete", "missing")
 
-BENCHMARK_NAMES: Mapping[str, str] = {"cfinbench": "CFinBench", "bizbench": "BizBench", "ucfe": "UCFE",
-                                      "fintradebench": "FinTradeBench", "financebench": "FinanceBench", "demo": "demo"}
-"""Task name (or its part before '/') -> benchmark, for run folders that no suite.json describes."""
 
 CFINBENCH_NOTE = ("CFinBench's own score (the paper's): 0.4·single + 0.4·multiple + 0.2·judgment, strict scoring; "
                   "it is the task's headline strict.score")
@@ -189,6 +187,10 @@ class Cell:
     rank: str | None = None
     """'1', '=1', '2'...: 1 + the models separable from and above it ('=' shared); None: not ranked."""
 
+    flags: tuple[str, ...] = ()
+    """Why the number may mislead at face value (report.runs.run_flags: mostly unparseable replies, a fallen-back
+    method, decoding that was not greedy); for a composite, its flagged parts."""
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -324,10 +326,18 @@ class Scorecard:
     """judge / user specs of the suite."""
 
     status: str | None = None
-    """The suite's status: complete, incomplete, budget, interrupted (None for run folders)."""
+    """The suite's status: complete, incomplete, budget, interrupted, crashed (None for run folders)."""
+
+    partial: str | None = None
+    """Why the scorecard holds only part of the suite (it stopped before every row ran for every model: how far it
+    got, and the command that resumes); None when the suite ran to its end."""
 
     notes: tuple[str, ...] = ()
     """What a reader must know about the whole (stand-ins, errors)."""
+
+    contamination: tuple[Any, ...] = ()
+    """Membership evidence per row and model where the runs were probed (suite/contamination.py
+    ContaminationCell, from each run folder's contamination.json)."""
 
     def cell(self, row: str, model: str) -> Cell:
         return next(c for c in self.cells if c.row == row and c.model == model)
@@ -375,7 +385,11 @@ def read_suite(suite_dir: Path) -> dict[str, Any]:
 
 
 def benchmark_of(task: str) -> str:
-    return BENCHMARK_NAMES.get(task.split("/", 1)[0], task)
+    """The benchmark a task belongs to, by its declaration's display name (for run folders no suite.json
+    describes); the task itself when no benchmark declares it."""
+    from ..benchmarks.declaration import display_name
+
+    return display_name(task)
 
 
 def _flag(metric: Mapping[str, Any], key: str) -> str | None:
@@ -414,7 +428,7 @@ def run_cell(row: str, model: str, run: RunData, metric: str | None, folder: str
         return Cell(row, model, None, None, m.get("n"), "missing",
                     why or f"no value of {metric!r} (nothing could be scored)", folder)
     return Cell(row, model, float(value), _ci(m.get("ci95")), m.get("n"), "incomplete" if why else "complete", why,
-                folder, _flag(m, "method"), _flag(m, "warning"))
+                folder, _flag(m, "method"), _flag(m, "warning"), flags=tuple(run_flags(run.results)))
 
 
 def standin_of(runs: Sequence[RunData]) -> str | None:
@@ -600,9 +614,10 @@ def mean_composite(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str
             continue
         est = weighted_mean_ci([(weight, headline_estimate(runs[(p.row, model)], p)) for p in parts])
         incomplete = [p for p in parts if p.status != "complete"]
+        flagged = tuple(f"{r.label} is flagged ({'; '.join(p.flags)})" for r, p in zip(rows, parts) if p.flags)
         out.append(Cell(row.id, model, est.value, _ci(est.ci95), est.n, "incomplete" if incomplete else "complete",
                         f"incomplete tasks: {', '.join(p.row for p in incomplete)}" if incomplete else None,
-                        None, getattr(est, "method", None) or None, getattr(est, "warning", None)))
+                        None, getattr(est, "method", None) or None, getattr(est, "warning", None), flags=flagged))
     valued = [c for c in out if c.value is not None]
     ranked = {c.model: c for c in valued}
     differences = []
@@ -618,21 +633,39 @@ def mean_composite(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str
 
 def _paired_mean_difference(row: str, rows: Sequence[Row], runs: Mapping[tuple[str, str], RunData], ahead: str,
                             behind: str, weight: float) -> Difference:
-    parts, shared = [], 0
+    parts, shared, bounded = [], 0, True
     for r in rows:
         a, b = runs[(r.id, ahead)].per_sample(), runs[(r.id, behind)].per_sample()
         ids = sorted(set(a) & set(b))
         shared += len(ids)
         if len(ids) >= 2:
-            parts.append((weight, mean_ci([a[i] - b[i] for i in ids])))
+            # a difference of two [0, 1] scores lies in [-1, 1]: without these bounds, differences that are all 0 or
+            # 1 read as a proportion, whose interval is [0, x] beside a difference of 0
+            unit = all(0.0 <= v <= 1.0 for i in ids for v in (a[i], b[i]))
+            bounded &= unit
+            differences = [a[i] - b[i] for i in ids]
+            parts.append((weight, mean_ci(differences, bounds=(-1.0, 1.0)) if unit else mean_ci(differences)))
     if len(parts) < len(rows):
         return Difference(row, ahead, behind, None, None, None, "weighted-paired", shared, False,
                           "a task has fewer than 2 items both models scored: no paired difference")
-    est = weighted_mean_ci(parts)
-    ci = _ci(est.ci95)
+    # the difference's own interval: each task's paired difference and its variance, combined with the values'
+    # weights (weighted_mean_ci reads parts inside [0, 1] as proportions, which a difference is not)
+    value = sum(w * e.value for w, e in parts)
+    variance = sum(w * w * e.variance for w, e in parts)
+    half = 1.959963984540054 * math.sqrt(variance) if math.isfinite(variance) else math.nan
+    low, high = value - half, value + half
+    ci = _ci((max(-1.0, low), min(1.0, high)) if bounded else (low, high))
     separable = ci is not None and ci[0] > 0
-    return Difference(row, ahead, behind, est.value, ci, None, "weighted-paired", shared, separable,
-                      getattr(est, "warning", None))
+    warning = next((e.warning for _, e in parts if getattr(e, "warning", None)), None)
+    return Difference(row, ahead, behind, value, ci, _normal_p(value, variance), "weighted-paired", shared, separable,
+                      warning and f"some tasks have few items both scored ({warning})")
+
+
+def _normal_p(value: float, variance: float) -> float | None:
+    """Two-sided p of a difference against 0 under the normal approximation its interval uses (None: no variance)."""
+    if not (math.isfinite(value) and math.isfinite(variance)) or variance <= 0:
+        return None
+    return math.erfc(abs(value) / math.sqrt(2.0 * variance))
 
 
 def _standings(models: Sequence[str], valued: Mapping[str, Cell], differences: Sequence[Difference]
@@ -767,6 +800,7 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
     models = tuple(str(m) for m in suite["models"])
     errors = suite.get("errors") or {}
     skipped = suite.get("skipped") or {}
+    unfinished = suite.get("unfinished") or {}
     ucfe = suite.get("ucfe") if isinstance(suite.get("ucfe"), dict) else None
     rows: list[Row] = []
     cells: dict[tuple[str, str], Cell] = {}
@@ -797,6 +831,7 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
             folder = (spec.get("runs") or {}).get(model)
             if run is None:
                 why = (errors.get(model) or {}).get(row_id) or (skipped.get(model) or {}).get(row_id) or (
+                    (unfinished.get(model) or {}).get(row_id)) or (
                     f"{folder} has no results.json: the run did not finish (suite status "
                     f"{suite.get('status', '?')})" if folder else "the suite has no run of this row for this model")
                 cells[(row_id, model)] = Cell(row_id, model, None, None, None, "missing", str(why), folder)
@@ -937,7 +972,17 @@ def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], c
     return Scorecard(title, source, tuple(models), tuple(out_rows), tuple(out_cells), tuple(differences), ratings,
                      usage_of(models, runs, suite), (suite or {}).get("suite"), (suite or {}).get("description"),
                      {k: (suite or {}).get(k) for k in ("judge", "user") if suite}, (suite or {}).get("status"),
-                     tuple(notes))
+                     notes=tuple(notes), partial=partial_text(suite) if suite else None,
+                     contamination=contamination_cells(out_rows, models, runs))
+
+
+def partial_text(suite: Mapping[str, Any]) -> str | None:
+    """What a suite that stopped early holds, and how to resume it (suite.json `partial` and `resume`)."""
+    partial = suite.get("partial")
+    if not partial:
+        return None
+    resume = suite.get("resume")
+    return str(partial) + (f"; resume with: {resume}" if resume else "")
 
 
 def composites(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],

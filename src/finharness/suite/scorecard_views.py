@@ -24,6 +24,7 @@ from ..report.markup import details, fmt_num, fmt_p, html_page, note, section, t
 from ..report.runinfo import compact
 from ..report.svg import Bar, BarGroup, bar_chart, ci_strip, format_value
 from ..util import output_console
+from .contamination import CONTAMINATION_HEADERS, CONTAMINATION_NOTE, contamination_text
 from .scorecard import Cell, Difference, Row, Scorecard
 
 FILES: tuple[str, ...] = ("scorecard.html", "scorecard.md", "scorecard.csv", "scorecard.json")
@@ -31,7 +32,7 @@ FILES: tuple[str, ...] = ("scorecard.html", "scorecard.md", "scorecard.csv", "sc
 
 CSV_COLUMNS: tuple[str, ...] = ("row", "benchmark", "label", "run", "kind", "metric", "direction", "model", "value",
                                 "ci_low", "ci_high", "n", "status", "why", "rank", "method", "warning", "judge",
-                                "run_dir")
+                                "run_dir", "flags")
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 """No script, nothing fetched."""
@@ -109,18 +110,28 @@ def missing_reason(cell: Cell, notes: Footnotes) -> tuple[str, str]:
     return why, "" if len(why) <= INLINE_WHY_CHARS else notes.mark(why)
 
 
+def flag_text(cell: Cell, notes: Footnotes) -> str:
+    """'flagged: unparseable, not greedy [2][3]': what makes the number mislead, each in full as a footnote; ''."""
+    if not cell.flags:
+        return ""
+    kinds = dict.fromkeys(flag.split(":", 1)[0] if ":" in flag else "see note" for flag in cell.flags)
+    return f"flagged: {', '.join(kinds)} " + "".join(notes.mark(flag) for flag in cell.flags)
+
+
 def cell_lines(row: Row, cell: Cell, notes: Footnotes) -> list[str]:
-    """A cell as lines: value (rank), CI and n, then status and a footnote mark for its flag."""
+    """A cell as lines: value (rank), CI and n, then status, what flags it, and a footnote mark for its warning."""
     if cell.value is None:
         why, mark = missing_reason(cell, notes)
         return ["—", f"missing {mark}" if mark else f"missing: {why}"]
     head = value_text(row, cell.value) + (f" ({cell.rank})" if cell.rank else "")
     lines = [head, f"{ci_text(row, cell.ci95)} n={fmt_num(cell.n)}"]
-    if cell.status == "incomplete":
-        lines.append(f"incomplete: {cell.why}")
     mark = notes.mark(cell.warning)
     if mark:
         lines[-1] += f" {mark}"
+    if cell.status == "incomplete":
+        lines.append(f"incomplete: {cell.why}")
+    if cell.flags:
+        lines.append(flag_text(cell, notes))
     return lines
 
 
@@ -182,7 +193,7 @@ def about_notes(card: Scorecard) -> list[str]:
 def summary_line(card: Scorecard) -> str:
     parts = [f"scorecard: {card.title}", f"from {card.source}"]
     if card.status:
-        parts.append(f"status {card.status}")
+        parts.append(f"status {card.status}" + (" (PARTIAL)" if card.partial else ""))
     parts += [f"{role} {spec}" for role, spec in card.roles.items() if spec]
     return " · ".join(parts)
 
@@ -203,6 +214,8 @@ def print_scorecard(card: Scorecard, *, file: Any = None, width: int | None = No
         return t
 
     console.print(summary_line(card))
+    if card.partial:
+        console.print(f"PARTIAL: {card.partial}")
     notes = Footnotes()
     grid = new_table("models × rows (value (rank), [95% CI] n)", ["row", "number", *card.models, "ranking"])
     for row in card.rows:
@@ -230,6 +243,12 @@ def print_scorecard(card: Scorecard, *, file: Any = None, width: int | None = No
         for d in card.differences:
             t.add_row(*difference_text(card, d))
         console.print(t)
+    if card.contamination:
+        t = new_table("contamination evidence (membership probes, validated per model)", CONTAMINATION_HEADERS, 3)
+        for r in contamination_text(card):
+            t.add_row(*r)
+        console.print(t)
+        console.print(f"· {CONTAMINATION_NOTE}")
     if card.usage:
         t = new_table("usage (every invocation)", USAGE_HEADERS, 1)
         for r in usage_cells(card):
@@ -253,6 +272,8 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str
 def render_markdown(card: Scorecard) -> str:
     notes = Footnotes()
     lines = [f"# Scorecard: {card.title}", "", summary_line(card), ""]
+    if card.partial:
+        lines += [f"**PARTIAL**: {_md(card.partial)}", ""]
     grid = [["<br>".join(row_heading(row)), metric_text(row),
              *["<br>".join(cell_lines(row, card.cell(row.id, m), notes)) for m in card.models], row.ranking or "—"]
             for row in card.rows]
@@ -263,9 +284,12 @@ def render_markdown(card: Scorecard) -> str:
                                  ("UCFE ratings", RATING_HEADERS, rating_cells(card)),
                                  ("Pairwise differences", DIFFERENCE_HEADERS,
                                   [difference_text(card, d) for d in card.differences]),
+                                 ("Contamination evidence", CONTAMINATION_HEADERS, contamination_text(card)),
                                  ("Usage (every invocation)", USAGE_HEADERS, usage_cells(card))):
         if rows:
             lines += [f"## {title}", "", *_md_table(headers, rows)]
+            if title == "Contamination evidence":
+                lines += [CONTAMINATION_NOTE, ""]
     if card.notes:
         lines += ["## Notes", "", *[f"- {_md(n)}" for n in card.notes], ""]
     return "\n".join(lines)
@@ -282,7 +306,8 @@ def render_csv(card: Scorecard) -> str:
                              model, "" if c.value is None else repr(c.value), *(("", "") if c.ci95 is None else
                                                                                (repr(c.ci95[0]), repr(c.ci95[1]))),
                              "" if c.n is None else c.n, c.status, c.why or "", c.rank or "", c.method or "",
-                             c.warning or "", (row.judge.judge or "") if row.judge else "", c.run or ""])
+                             c.warning or "", (row.judge.judge or "") if row.judge else "", c.run or "",
+                             "; ".join(c.flags)])
     return buffer.getvalue()
 
 
@@ -311,6 +336,9 @@ def _cell_html(row: Row, cell: Cell, notes: Footnotes) -> Markup:
         parts.append(Markup('<span class="why">incomplete: {}</span>').format(cell.why))
     if (mark := notes.mark(cell.warning)):
         parts.append(Markup('<span class="flag" title="{t}">{m} see below</span>').format(m=mark, t=cell.warning))
+    if cell.flags:
+        parts.append(Markup('<span class="why" title="{t}">{f}</span>').format(t="; ".join(cell.flags),
+                                                                             f=flag_text(cell, notes)))
     return Markup("").join(parts)
 
 
@@ -393,6 +421,10 @@ def render_html(card: Scorecard) -> str:
                                 table(DIFFERENCE_HEADERS, [difference_text(card, d) for d in card.differences],
                                       numeric_from=2),
                                 doubts_html(card)))
+    if card.contamination:
+        sections.append(section("contamination", "Contamination evidence",
+                                table(CONTAMINATION_HEADERS, contamination_text(card), numeric_from=3),
+                                intro=CONTAMINATION_NOTE))
     if card.usage:
         sections.append(section("usage", "Usage", table(USAGE_HEADERS, usage_cells(card), numeric_from=1),
                                 intro="Summed over every invocation (a resumed run counts what it spent before)."))
@@ -400,8 +432,11 @@ def render_html(card: Scorecard) -> str:
         sections.append(section("notes", "Notes", *[note(t) for t in card.notes]))
     nav = Markup("").join(Markup('<a href="#{a}">{t}</a>').format(a=a, t=t) for a, t in (
         ("grid", "Models × rows"), ("judges", "Judge health"), ("ratings", "UCFE ratings"),
-        ("differences", "Pairwise differences"), ("usage", "Usage"), ("notes", "Notes"))
+        ("differences", "Pairwise differences"), ("contamination", "Contamination"), ("usage", "Usage"),
+        ("notes", "Notes"))
         if any(f'id="{a}"' in s for s in sections))
+    if card.partial:
+        sections.insert(0, section("partial", "Partial", note(f"PARTIAL: {card.partial}")))
     return html_page(title=f"finharness scorecard: {card.title}", summary=summary_line(card), nav=nav,
                      body=Markup("").join(sections), css=CSS + EXTRA_CSS, csp=CSP,
                      footer="Self-contained: no network, no script, no external files.")

@@ -15,6 +15,8 @@
     fallback = { exam = "standin:cpa" }        # options used where the official data is absent (a stand-in)
     paper = "0-shot, generation, official extraction"   # which configuration of the paper this is
 
+A top-level `contamination = true` also probes every row's items for membership evidence (docs/contamination.md).
+
 Three suites ship with the package (`quick`, `standard`, `full`, in suite/suites/); any other path is a suite of
 the user's own. A suite that cannot be read is an error naming the file and what is wrong (unknown keys with the
 closest known one, a task that does not exist, options the task does not take).
@@ -33,7 +35,7 @@ from ..core.spending import Price
 SUITES_DIR = Path(__file__).with_name("suites")
 """The suites that ship with the package."""
 
-SUITE_KEYS = ("name", "description", "seed", "prices", "task")
+SUITE_KEYS = ("name", "description", "seed", "prices", "contamination", "task")
 TASK_KEYS = ("id", "benchmark", "task", "label", "options", "limit", "sample", "fallback", "fallback_label",
              "paper", "min_context")
 
@@ -103,22 +105,34 @@ class Suite:
     prices: Mapping[str, Price] = field(default_factory=dict)
     """USD per million tokens by model spec or name (`--price` adds to and overrides them)."""
 
+    contamination: bool = False
+    """`contamination = true`: after each model's rows, probe every row's items for membership evidence
+    (contamination/run.py) and write ROW/contamination.json beside its results; the scorecard shows it."""
+
 
 def bundled() -> list[str]:
     """The names of the suites that ship with the package."""
     return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 
 
+def is_explicit_path(text: str) -> bool:
+    """Whether `text` can only mean a file: it ends in .toml or is written as a path (`./quick`, `dir/x`, `~/x`)."""
+    return text.endswith(".toml") or "/" in text or text.startswith(("~", "."))
+
+
 def suite_path(name_or_path: str) -> Path:
-    """A bundled suite's file, or a path to a suite file; an unknown name is a SuiteError naming the known ones."""
-    path = Path(name_or_path).expanduser()
-    if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
-            raise SuiteError(f"{path}: no such suite file")
-        return path
+    """A bundled suite's file, or a path to a suite file; an unknown name is a SuiteError naming the known ones.
+
+    A bundled name wins over a file or folder of that name in the working directory (a run folder `quick/` must not
+    hide the `quick` suite); `./quick` or `quick.toml` names the file."""
     known = bundled()
-    if name_or_path in known:
+    if name_or_path in known and not is_explicit_path(name_or_path):
         return SUITES_DIR / f"{name_or_path}.toml"
+    path = Path(name_or_path).expanduser()
+    if is_explicit_path(name_or_path) or path.exists():
+        if not path.is_file():
+            raise SuiteError(f"{path}: no such suite file" + (" (a folder)" if path.is_dir() else ""))
+        return path
     close = difflib.get_close_matches(name_or_path, known, n=1)
     raise SuiteError(f"unknown suite {name_or_path!r}; the suites that ship: {', '.join(known)}"
                      + (f" (did you mean {close[0]!r}?)" if close else "") + ", or a path to a suite file (.toml)")
@@ -198,5 +212,7 @@ def load_suite(name_or_path: str) -> Suite:
     seen: set[str] = set()
     tasks = tuple(_task(path, i, row, seen) for i, row in enumerate(rows))
     seed = _expect(str(path), "seed", raw.get("seed", 0), int, "a whole number")
+    contamination = _expect(str(path), "contamination", raw.get("contamination", False), bool, "true or false")
     return Suite(name=str(raw.get("name") or path.stem), path=path, tasks=tasks,
-                 description=str(raw.get("description") or ""), seed=seed, prices=_prices(path, raw.get("prices")))
+                 description=str(raw.get("description") or ""), seed=seed, prices=_prices(path, raw.get("prices")),
+                 contamination=contamination)

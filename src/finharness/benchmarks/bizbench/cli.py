@@ -1,4 +1,4 @@
-"""Commands mounted in the `finharness data build` group (benchmarks/extensions.py COMMANDS):
+"""Commands mounted in the `finharness data build` group (its BENCHMARK declaration):
 
   finharness data build secnum --filings DIR --out FILE.jsonl
   finharness data build tatqa  --tatqa DIR --out-dir DIR

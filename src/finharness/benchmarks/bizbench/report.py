@@ -1,4 +1,4 @@
-"""BizBench's section of the HTML report (benchmarks/extensions.py REPORT_SECTIONS): the headline per task and
+"""BizBench's section of the HTML report (its BENCHMARK declaration): the headline per task and
 the failure classes.
 
 Any headline; the failure class of a sample that did not earn full marks is, in order: every

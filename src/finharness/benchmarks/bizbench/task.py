@@ -89,7 +89,7 @@ class BizBenchOptions:
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("max_tokens", "pool_size")
 
     split: str = "test"
-    """'test' (TAT-QA test_gold; the parquet's test split), 'dev' (TAT-QA) or 'train' (SEC-Num, the parquet)."""
+    """The split (each task's own: `finharness list TASK` names them)."""
 
     extract: str = "official"
     """'official' or 'robust': the reading the headline `accuracy` uses; every mode is reported beside it."""
@@ -149,6 +149,8 @@ class BizBenchNumericTask(Task):
     group_keys: ClassVar[tuple[str, ...]] = ()
     """Metadata keys that break the results down (Aggregate.groups)."""
     splits: ClassVar[tuple[str, ...]] = ("test", "train")
+    split_help: ClassVar[str] = "'test' or 'train': the official parquet's splits."
+    """What `split` means for this task (`finharness list TASK` shows it beside `splits`)."""
 
     @property
     def short_name(self) -> str:
@@ -166,7 +168,8 @@ class BizBenchNumericTask(Task):
     @classmethod
     def describe_options(cls) -> list[OptionInfo]:
         infos = describe_options(BizBenchOptions, exclude=() if cls.program_task else ("style",))
-        return [replace(info, choices=cls.splits) if info.name == "split" else info for info in infos]
+        return [replace(info, choices=cls.splits, help=cls.split_help) if info.name == "split" else info
+                for info in infos]
 
     def __init__(self, settings: BizBenchOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)
@@ -368,6 +371,7 @@ def table_frame_from_metadata(table: Mapping[str, Any]) -> Any:
 
 class _TatqaTask(BizBenchNumericTask):
     splits = ("test", "dev")
+    split_help = "'test' (TAT-QA's test_gold, with answers) or 'dev' (TAT-QA's dev file)."
 
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:
         from .tatqa import build_codetatqa, build_tatqa_e, tatqa_file
@@ -400,6 +404,7 @@ class SecNumTask(BizBenchNumericTask):
 
     name = "bizbench/secnum"
     description = "BizBench SEC-Num: find the number for a label in an SEC filing snippet (built from inline XBRL)"
+    split_help = "'test' or 'train': SEC-Num's split by filing (a hash of its accession number)."
     group_keys = ("ticker", "form")
 
     def default_items(self, data_dir: Path | None) -> list[BizBenchItem]:

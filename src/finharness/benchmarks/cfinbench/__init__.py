@@ -3,3 +3,13 @@
 The task lives in `.task` (CFinBenchTask), the IDEAFinBench converter in `.convert`; nothing is
 imported here so that the CLI starts without loading scipy.
 """
+
+from __future__ import annotations
+
+from ..declaration import Benchmark
+
+BENCHMARK = Benchmark(
+    name="cfinbench", display="CFinBench", tasks={"cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask"},
+    commands={"data.convert.ideafinbench": "finharness.benchmarks.cfinbench.cli:ideafinbench_command"},
+    report_section="finharness.benchmarks.cfinbench.report:SECTION",
+    datasets=("cfinbench", "cfinbench-categories", "cfinbench-release", "ideafinbench"))

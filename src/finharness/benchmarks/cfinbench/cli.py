@@ -1,4 +1,4 @@
-"""`finharness data convert ideafinbench SRC DEST`, mounted in the `data convert` group (benchmarks/extensions.py
+"""`finharness data convert ideafinbench SRC DEST`, mounted in the `data convert` group (its BENCHMARK declaration
 COMMANDS)."""
 
 from __future__ import annotations

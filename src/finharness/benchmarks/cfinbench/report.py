@@ -1,4 +1,4 @@
-"""CFinBench's section of the HTML report (benchmarks/extensions.py REPORT_SECTIONS).
+"""CFinBench's section of the HTML report (its BENCHMARK declaration).
 
 It reads results.json and samples.jsonl only, by the names benchmarks/cfinbench/scoring.py writes:
 metrics `M.score`, `M.single`, `M.multiple`, `M.judgment` for M in the scoring modes, plus `micro` and

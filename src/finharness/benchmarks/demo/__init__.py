@@ -1,0 +1,7 @@
+"""The demo: a dozen single-choice finance questions (English and Chinese) written for this project."""
+
+from __future__ import annotations
+
+from ..declaration import Benchmark
+
+BENCHMARK = Benchmark(name="demo", display="demo", tasks={"demo": "finharness.benchmarks.demo.task:DemoTask"})

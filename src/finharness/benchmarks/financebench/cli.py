@@ -1,6 +1,6 @@
 """`finharness financebench documents|grade-check`.
 
-Mounted as `finharness financebench` (benchmarks/extensions.py COMMANDS); heavy imports happen inside the commands.
+Mounted as `finharness financebench` (its BENCHMARK declaration); heavy imports happen inside the commands.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`finharness fintradebench scale|compare|agreement|fundamentals`.
 
-Mounted as `finharness fintradebench`, its `build` group from construction/cli.py (benchmarks/extensions.py
+Mounted as `finharness fintradebench`, its `build` group from construction/cli.py (its BENCHMARK declaration
 COMMANDS); heavy imports happen inside the commands.
 """
 

@@ -1,4 +1,4 @@
-"""FinTradeBench's section of the HTML report (benchmarks/extensions.py REPORT_SECTIONS): accuracy without and
+"""FinTradeBench's section of the HTML report (its BENCHMARK declaration): accuracy without and
 with retrieval, paired, and the golden-indicator F1.
 
 Metric names it reads from results.json: FINTRADE_METRICS. The run's mode is

@@ -1,6 +1,6 @@
 """`finharness ucfe judge RUN_A RUN_B --judge SPEC`: compare two sets of UCFE dialogues with an LLM judge.
 
-Mounted as `finharness ucfe` (benchmarks/extensions.py COMMANDS); everything heavy is imported inside the
+Mounted as `finharness ucfe` (its BENCHMARK declaration); everything heavy is imported inside the
 command.
 """
 

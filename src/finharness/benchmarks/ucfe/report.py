@@ -1,4 +1,4 @@
-"""UCFE's section of the HTML report (benchmarks/extensions.py REPORT_SECTIONS): the pairwise ratings that rank
+"""UCFE's section of the HTML report (its BENCHMARK declaration): the pairwise ratings that rank
 its models (`report --matches` from `finharness ucfe judge`, `--ratings` from `finharness rate --json`), then
 the shape of its runs' dialogues (rounds, tokens, who ended them: values that describe, not scores)."""
 

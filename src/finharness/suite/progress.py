@@ -1,0 +1,211 @@
+"""How far a suite is, and how long it will take, said honestly (what cli_common.LiveProgress shows).
+
+- `EtaTracker`: an ETA that remembers what it promised. Each estimate is a promise (made at t, due at t + eta); a
+  promise whose time passed while the work went on measures how wrong the estimates were (elapsed since it was made
+  ÷ what it promised). Once one was missed by more than a quarter, the ETA is shown as a range, from the estimate
+  to the estimate times the worst miss; past ten times, or with nothing to go on, as `?`. It never again promises
+  seconds it has failed to keep.
+- `SuiteProgress`: rows done of total, the rows under way with their items and how long since their last reply (a
+  heartbeat while one call takes minutes: the backends report no tokens before a reply ends, so the elapsed time is
+  what there is), and the suite's ETA: the work left in the plan's token counts (prompt + expected completion tokens
+  of each row still to run, from the dry run's plan) over the token rate measured so far; without a plan, items
+  left over the item rate.
+
+Both take a clock (`time.monotonic` by default) so that tests drive them with a fake one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+MISS_TOLERANCE = 1.25
+"""A promise kept within 25 % counts as kept."""
+
+GIVE_UP = 10.0
+"""Missed by more than ten times: the ETA is `?`."""
+
+PROMISE_EVERY_S = 10.0
+"""One promise is remembered per this many seconds (the estimates in between are the same promise, nearly)."""
+
+HEARTBEAT_AFTER_S = 30.0
+"""A running row with no reply for this long says so (`last reply 2m10s ago`)."""
+
+
+def duration(seconds: float) -> str:
+    """'45s', '3m10s', '1h05m'."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+@dataclass
+class EtaTracker:
+    """An ETA that turns into a range, then `?`, once its promises are not kept (module docstring)."""
+
+    clock: Callable[[], float] = time.monotonic
+    promises: list[tuple[float, float]] = field(default_factory=list)
+    """(made at, due at) of the promises still to be judged."""
+    worst: float = 1.0
+    """The largest (time taken ÷ time promised) of a promise that was due, so far."""
+
+    def _judge(self, now: float) -> None:
+        for made, due in self.promises:
+            if now > due:
+                self.worst = max(self.worst, (now - made) / max(due - made, 1e-9))
+
+    def text(self, remaining_s: float | None) -> str:
+        """The ETA to show for `remaining_s` seconds of work estimated now (None: no estimate)."""
+        now = self.clock()
+        self._judge(now)
+        if remaining_s is None or remaining_s != remaining_s:  # NaN: no estimate
+            return "?"
+        if not self.promises or now - self.promises[-1][0] >= PROMISE_EVERY_S:
+            self.promises.append((now, now + max(remaining_s, 1.0)))
+            self.promises = self.promises[-50:]
+        if self.worst <= MISS_TOLERANCE:
+            return duration(remaining_s)
+        if self.worst > GIVE_UP:
+            return "?"
+        return f"{duration(remaining_s)}–{duration(remaining_s * self.worst)}"
+
+    def done(self) -> None:
+        """The work finished: nothing promised is due any more."""
+        self.promises.clear()
+
+
+@dataclass
+class RowState:
+    label: str
+    planned: float | None = None
+    """Work the plan gives the row (prompt + expected completion tokens of its calls to make); None: no plan."""
+    done: int = 0
+    total: int | None = None
+    tokens: int = 0
+    """Tokens of the calls it made so far (prompt, completion, log-likelihood)."""
+    started: float | None = None
+    """When its first reply (or stored answer) came."""
+    last_change: float | None = None
+    finished: float | None = None
+
+
+def _tokens(counters: Any) -> int:
+    return int(getattr(counters, "prompt_tokens", 0) + getattr(counters, "completion_tokens", 0)
+               + getattr(counters, "tokens_evaluated", 0))
+
+
+class SuiteProgress:
+    """Rows done of total, the rows under way, the suite's ETA (module docstring)."""
+
+    def __init__(self, rows: Mapping[str, float | None], clock: Callable[[], float] = time.monotonic,
+                 extra: tuple[int, float | None] = (0, None), extra_prefix: str = "ucfe judge:"):
+        """rows: each row's label (`ROW on MODEL`) -> its planned work in tokens (None: unplanned); extra: (rows known
+        to come under labels of their own, UCFE's judging pairs (suite/ucfe.py names them `ucfe judge: A vs B`,
+        `extra_prefix`); the planned work of each, None: unplanned)."""
+        self.clock = clock
+        self.rows = {label: RowState(label, planned) for label, planned in rows.items()}
+        self.extra_rows, self.extra_work = extra
+        self.extra_prefix = extra_prefix
+        self.eta = EtaTracker(clock)
+        self.started = clock()
+
+    def update(self, label: str, counters: Any) -> None:
+        now = self.clock()
+        row = self.rows.get(label)
+        if row is None:  # a row the plan did not name (the judging): counted from its first report
+            judging = label.startswith(self.extra_prefix) and self.extra_rows > 0
+            row = self.rows[label] = RowState(label, self.extra_work if judging else None)
+            self.extra_rows -= judging
+        seen = (counters.samples_done, _tokens(counters), getattr(counters, "calls", 0),
+                getattr(counters, "cache_hits", 0))
+        before = (row.done, row.tokens, getattr(row, "_calls", 0), getattr(row, "_hits", 0))
+        row.done, row.total, row.tokens = counters.samples_done, counters.samples_total, _tokens(counters)
+        row._calls, row._hits = seen[2], seen[3]  # type: ignore[attr-defined]
+        if seen != before or row.last_change is None:
+            if row.started is None and (seen[0] or seen[2] or seen[3]):
+                row.started = now
+            row.last_change = now
+        if row.total is not None and row.done >= row.total and row.finished is None and row.total:
+            row.finished = now
+        if row.total == 0 and row.finished is None:
+            row.finished = now
+
+    @property
+    def finished_rows(self) -> int:
+        return sum(1 for r in self.rows.values() if r.finished is not None)
+
+    @property
+    def total_rows(self) -> int:
+        return len(self.rows) + self.extra_rows
+
+    def running(self) -> list[RowState]:
+        """The rows under way: reported, not finished (one waiting for its first reply included)."""
+        return [r for r in self.rows.values() if r.last_change is not None and r.finished is None]
+
+    def remaining_s(self) -> float | None:
+        """Seconds of work left: planned tokens left over the measured token rate, else items over the item rate."""
+        now = self.clock()
+        rows = list(self.rows.values())
+        made = sum(r.tokens for r in rows)
+        active = now - min((r.started for r in rows if r.started is not None), default=now)
+        if active <= 0:
+            return None
+        unfinished = [r for r in rows if r.finished is None]
+        if not unfinished and not self.extra_rows:
+            return 0.0
+        if all(r.planned is not None for r in rows) and made > 0 and not (self.extra_rows and self.extra_work is None):
+            left = sum(max(0.0, (r.planned or 0.0) - r.tokens) for r in unfinished) + (
+                self.extra_rows * (self.extra_work or 0.0))
+            return left / (made / active) if left else None  # planned work done, yet rows run on: no estimate
+        done = sum(r.done for r in rows)
+        left_items = sum((r.total or 0) - r.done for r in unfinished)
+        if done == 0 or any(r.total is None for r in unfinished):
+            return None
+        return left_items / (done / active)
+
+    def eta_text(self) -> str:
+        if self.finished_rows == self.total_rows:
+            self.eta.done()
+            return "0s"
+        return self.eta.text(self.remaining_s())
+
+    def heartbeat(self, row: RowState) -> str:
+        """'last reply 2m10s ago' for a running row that has been quiet long enough; '' otherwise."""
+        if row.last_change is None or row.finished is not None:
+            return ""
+        quiet = self.clock() - row.last_change
+        if quiet < HEARTBEAT_AFTER_S:
+            return ""
+        return f"last reply {duration(quiet)} ago" if row.started is not None else f"no reply yet in {duration(quiet)}"
+
+    def line(self) -> str:
+        """`rows 4/13 done · running: ucfe on embedded 3/6 (last reply 2m10s ago) · suite ETA 12m00s–30m00s`."""
+        parts = [f"rows {self.finished_rows}/{self.total_rows} done"]
+        running = []
+        for row in self.running():
+            beat = self.heartbeat(row)
+            running.append(f"{row.label} {row.done}/{row.total if row.total is not None else '?'}"
+                           + (f" ({beat})" if beat else ""))
+        if running:
+            parts.append("running: " + ", ".join(running))
+        parts.append(f"suite ETA {self.eta_text()}")
+        return " · ".join(parts)
+
+
+def _work(task_plan: Any) -> float:
+    return float(sum(t.prompt_tokens + t.completion_expected for t in task_plan.roles.values()))
+
+
+def planned_work(plan: Any) -> tuple[dict[str, float], float | None]:
+    """(`ROW on MODEL` -> the plan's prompt + expected completion tokens of that row's calls to make, for the rows
+    the plan could plan (the others do not run, or fail at once); the judging's the same, None without it) of a
+    suite/plan.py Plan."""
+    out = {f"{c.row} on {c.model}": _work(c.plan) for c in plan.cells if c.plan is not None}
+    return out, None if plan.judging is None else _work(plan.judging)
+
+
+__all__ = ["EtaTracker", "HEARTBEAT_AFTER_S", "SuiteProgress", "duration", "planned_work"]
