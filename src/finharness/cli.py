@@ -214,7 +214,7 @@ def run(
     # data before work: every task's datasets, checked on tasks of their own (a check loads and closes them). A lone
     # task whose questions do not load stops at its load with its own error, which knows its data best; what stops
     # here is one list for a pool, and data a task would only read after its first calls (prompts, filings)
-    check = run_blockers(check_data([(name, ref.name, _make_task(ref, opts)) for name, ref, opts
+    check = run_blockers(check_data([(name, _make_task(ref, opts)) for name, ref, opts
                                      in zip(tasks, refs, per_task)], resolved_data_dir))
     if len(tasks) == 1 and tasks[0] not in check.loaded:
         check.needs.clear()
@@ -683,14 +683,15 @@ def _suite_progress(spec: Any, rows: list[Any], models: list[str], judge: str | 
     """The suite-wide progress (suite/progress.py): every row x model to run, each with the work the dry run's plan
     gives it in tokens, so the suite's ETA is the work left over the rate measured. The plan calls nothing and
     writes nothing; where it cannot be made, the ETA counts items instead."""
+    from .benchmarks.declaration import hooks_of
     from .suite.data_check import no_pulls
     from .suite.plan import plan_suite
     from .suite.progress import SuiteProgress, planned_work
-    from .suite.ucfe import judging_pairs
     from .util import phase
 
     labels: dict[str, float | None] = {f"{r.spec.id} on {m}": None for m in models for r in rows}
-    pairs = len(judging_pairs(list(models))) if judge is not None and any(r.ref.name == "ucfe" for r in rows) else 0
+    steps = {r.ref.name: hooks_of(r.ref.name) for r in rows}  # the steps after the rows (UCFE's judging pairs)
+    pairs = sum(h.steps_after_rows(models) for h in steps.values() if h.judged_by_suite) if judge is not None else 0
     judging: float | None = None
     try:
         with phase("planning the suite (for its ETA)"), no_pulls():

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from ..plugins import Plugin, PluginError, Source, load_target
 
@@ -48,12 +49,55 @@ class Benchmark:
     """The registry's datasets its tasks read (`finharness data list` names them)."""
 
     hooks: str | None = None
-    """`module:attr` of its suite.hooks.BenchmarkHooks (composites, judge health, steps after a suite's rows, item
-    weights for planning); None: none."""
+    """`module:attr` of its SuiteHooks (what the suite does for it beyond running its rows: a step after them, the
+    data that step reads, item weights for planning); None: the defaults, which add nothing."""
 
-    def load_hooks(self) -> Any:
-        """The hooks object (None when the benchmark declares none)."""
-        return None if self.hooks is None else load_target(self.hooks)
+    def load_hooks(self) -> "SuiteHooks":
+        """The hooks object (the defaults when the benchmark declares none)."""
+        if self.hooks is None:
+            return SuiteHooks()
+        found = load_target(self.hooks)
+        if not isinstance(found, SuiteHooks):
+            raise PluginError(f"benchmark {self.name}: hooks {self.hooks} is a {type(found).__name__}, not SuiteHooks")
+        return found
+
+
+class SuiteHooks:
+    """What a benchmark adds to a suite beyond running its rows, called by suite/ (run, plan, data check) for its
+    rows; every default adds nothing. A benchmark subclasses it and names an instance in Benchmark.hooks."""
+
+    judged_by_suite: bool = False
+    """Its rows are judged by the suite's judge after they run (UCFE's pairwise judging), whatever their task's own
+    roles: suite.json marks them judged."""
+
+    def extra_datasets(self, *, judged: bool) -> tuple[str, ...]:
+        """Datasets the step after the rows reads (checked with the rows' own before the first call); `judged`: a
+        judge will run it."""
+        return ()
+
+    def item_weights(self, samples: Sequence[Any]) -> Sequence[float] | None:
+        """Each planned sample's weight in the headline (for the plan's effective n); None: equal weights."""
+        return None
+
+    def comparison(self, items: int) -> Any:
+        """How the plan states the smallest detectable difference of two models over `items` (a stats.power
+        PowerPlan); None: the headline's paired test on the items."""
+        return None
+
+    def steps_after_rows(self, models: Sequence[str]) -> int:
+        """How many units of work the step after the rows has for these models (the suite's progress counts them)."""
+        return 0
+
+    def after_rows(self, row: Any, run_dirs: Mapping[str, Path], **context: Any) -> dict[str, Any] | None:
+        """The step after the rows (a judge given, every model's run of `row` finished): its suite.json entry (under
+        the benchmark's name; a `cumulative` in it is credited to the judge), or None. `context`: judge_backend,
+        judge, out, store_path, data_root, concurrency, spending, progress."""
+        return None
+
+    async def plan_after_rows(self, row: Any, predictions: Mapping[str, Mapping[str, Any]], **context: Any) -> Any:
+        """The dry run of after_rows on the planned predictions of every model (a core.plan TaskPlan), or None.
+        `context`: judge (a Backend), store, dry, data_root."""
+        return None
 
 
 def _declared(module: str, where: str) -> Benchmark:
@@ -124,6 +168,12 @@ def benchmark_of(task: str) -> Benchmark | None:
         if task in b.tasks or task.split("/", 1)[0] == b.name:
             return b
     return None
+
+
+def hooks_of(task: str) -> SuiteHooks:
+    """The suite hooks of the benchmark a task belongs to (the defaults when none is declared)."""
+    found = benchmark_of(task)
+    return found.load_hooks() if found is not None else SuiteHooks()
 
 
 def display_name(task: str) -> str:

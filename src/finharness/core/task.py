@@ -144,6 +144,20 @@ SOURCE_KEY = "task_source"
 file's sha256, an entry point's distribution and module sha256)."""
 
 
+@dataclass(frozen=True)
+class DataNeeds:
+    """The registry datasets (docs/data.md's names) a task with its options reads: what a suite or a run checks
+    before its first call (suite/data_check.py)."""
+
+    at_load: tuple[str, ...] = ()
+    """Read by load(): a task whose questions load has them, wherever its data root put them."""
+    later: tuple[str, ...] = ()
+    """Read only after the first calls (prompt files, filings and prices for a context): checked even when the
+    questions load."""
+    pulled: tuple[str, ...] = ()
+    """Of these, what the task pulls itself on first use (`finharness run` does not stop for them)."""
+
+
 class Task(ABC):
     """A benchmark task. Subclasses live in finharness.benchmarks.<name>/."""
 
@@ -214,6 +228,12 @@ class Task(ABC):
         from .options import describe_options, options_from_signature
 
         return describe_options(cls.Options if cls.takes_settings() else options_from_signature(cls))
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        """The datasets a task with these settings (its parsed Options; None without) reads: none by default, as for
+        a task of one's own, whose load is its check."""
+        return DataNeeds()
 
     def key_options(self, settings: Any) -> dict[str, Any]:
         """The options that change requests or scores (what config() returns): every field by default; a task

@@ -24,78 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from ..core.task import DataNeeds
 from ..data.errors import DataError
-
-PROMPTS = "bizbench-prompts"
 
 _PULL = re.compile(r"finharness data pull ([a-z0-9][a-z0-9-]*)")
 
 
-def _opt(task: Any, name: str, default: Any = None) -> Any:
-    return getattr(getattr(task, "settings", None), name, default)
-
-
-def _bizbench(*datasets: str) -> Callable[[Any], tuple[str, ...]]:
-    def needs(task: Any) -> tuple[str, ...]:
-        own = () if _opt(task, "items") or _opt(task, "parquet") else datasets  # items given: not the task's own
-        return own + (() if _opt(task, "prompts") else (PROMPTS,))  # the prompt files: read at the first prompt
-
-    return needs
-
-
-def _finknow(task: Any) -> tuple[str, ...]:
-    source = _opt(task, "source", "all")
-    files = {"fineval": ("cfa-essay",), "ideafinbench": ("ideafinbench",)}.get(source, ("cfa-essay", "ideafinbench"))
-    return files + (() if _opt(task, "prompts") else (PROMPTS,))
-
-
-def _cfinbench(task: Any) -> tuple[str, ...]:
-    exam = _opt(task, "exam")
-    if exam is None:
-        return ("cfinbench",)
-    return ("ideafinbench",) if str(exam).startswith("standin:") else ()  # a path: the user's own exam
-
-
-def _fintradebench(task: Any) -> tuple[str, ...]:
-    needs = ["fintradebench-history", "fintradebench-sec-filings"]  # prices; fundamentals from the filings
-    if not _opt(task, "questions"):
-        needs.insert(0, "fintradebench-seed")
-    else:
-        needs.append("nasdaq100-ohlcv")  # scaled questions name NASDAQ-100 members
-    if _opt(task, "fundamentals") == "official":
-        needs.append("fintradebench-fundamentals")
-    return tuple(needs)
-
-
-def _financebench(task: Any) -> tuple[str, ...]:
-    return ("financebench",) + (("financebench-results",) if _opt(task, "answers") else ())
-
-
-NEEDS: Mapping[str, Callable[[Any], tuple[str, ...]]] = {
-    "demo": lambda task: (),
-    "cfinbench": _cfinbench,
-    "bizbench/fincode": _bizbench("bizbench"),
-    "bizbench/codefinqa": _bizbench("bizbench"),
-    "bizbench/convfinqa-e": _bizbench("bizbench"),
-    "bizbench/codetatqa": _bizbench("tatqa"),
-    "bizbench/tatqa-e": _bizbench("tatqa"),
-    "bizbench/secnum": _bizbench("fintradebench-sec-filings"),
-    "bizbench/finknow": _finknow,
-    "bizbench/formulaeval": lambda task: (),
-    "ucfe": lambda task: ("ucfe",),
-    "fintradebench": _fintradebench,
-    "financebench": _financebench,
-}
-"""Built-in task name -> the registry datasets a task with its options reads (a task of one's own: its load)."""
-
-UCFE_JUDGING = "ucfe-gpt4o-dialogues"
-"""What a suite's UCFE judging reads beside the row: the released GPT-4o dialogues, the reference player."""
-
-
-def needed_datasets(name: str, task: Any) -> tuple[str, ...]:
-    """The registry datasets task `name` (a built-in's registry name) reads with its options; () when unknown."""
-    needs = NEEDS.get(name)
-    return needs(task) if needs is not None else ()
+def needs_of(task: Any) -> DataNeeds:
+    """What a task with its options reads (its class's data_needs; none for an object that is no Task)."""
+    declared = getattr(type(task), "data_needs", None)
+    return declared(getattr(task, "settings", None)) if declared is not None else DataNeeds()
 
 
 @contextlib.contextmanager
@@ -121,6 +59,8 @@ class Need:
     dataset: str
     rows: list[str] = field(default_factory=list)
     """The rows (or tasks) that read it."""
+    pulled_by: list[str] = field(default_factory=list)
+    """Of those, the rows whose tasks pull it themselves on first use (DataNeeds.pulled)."""
     status: str = "present"
     """'present', 'partial' (some files missing: said, not stopping), 'missing' (pullable), 'never' (no public copy,
     or files only a mirror holds), 'unknown' (a name the registry does not know)."""
@@ -182,26 +122,20 @@ def _state(name: str, root: Path) -> tuple[str, str]:
     return "missing", f"{len(dataset.files)} file(s) from {source}"
 
 
-READ_LATER = frozenset({PROMPTS, "fintradebench-sec-filings", "fintradebench-history", "fintradebench-fundamentals",
-                        "ucfe-gpt4o-dialogues"})
-"""Datasets a task reads only after its first calls (prompt files, filings and prices for a context, the judging's
-reference): a row whose questions load may still lack them. The others are what a load reads, so a row that loads
-has them, wherever its --data-dir put them (UCFE takes its own folder as the data root)."""
-
-
-def check_data(jobs: Sequence[tuple[str, str, Any]], root: Path, *, extra: Mapping[str, Sequence[str]] = ()
+def check_data(jobs: Sequence[tuple[str, Any]], root: Path, *, extra: Mapping[str, Sequence[str]] = ()
                ) -> DataCheck:
-    """The data every job reads: (row or task label, built-in task name, its Task object) each; `extra`: datasets by
-    row that the suite itself reads for it (UCFE's judging). Each row's questions are loaded (pulling off): a row that
-    loads is checked for what it reads later (READ_LATER), one that does not for every dataset it reads and those its
-    error names. Writes nothing, pulls nothing."""
+    """The data every job reads: (row or task label, its Task object) each, the datasets from the task's data_needs;
+    `extra`: datasets by row that the suite itself reads for it after the row (UCFE's judging). Each row's questions
+    are loaded (pulling off): a row that loads is checked for what it reads later, one that does not for every dataset
+    it reads and those its error names. Writes nothing, pulls nothing."""
     check = DataCheck(Path(root))
-    declared: dict[str, tuple[str, ...]] = {}
+    declared: dict[str, DataNeeds] = {}
     named: dict[str, list[str]] = {}
     said: dict[str, str] = {}
     with no_pulls():
-        for label, name, task in jobs:
-            declared[label] = (*needed_datasets(name, task), *dict(extra).get(label, ()))
+        for label, task in jobs:
+            own = needs_of(task)
+            declared[label] = DataNeeds(own.at_load, (*own.later, *dict(extra).get(label, ())), own.pulled)
             try:
                 task.load(check.root)
                 check.loaded.add(label)
@@ -216,11 +150,14 @@ def check_data(jobs: Sequence[tuple[str, str, Any]], root: Path, *, extra: Mappi
                 close = getattr(task, "close", None)
                 if close is not None:
                     close()
-    for label, _, _ in jobs:
-        wanted = ([d for d in declared[label] if d in READ_LATER] if label in check.loaded
-                  else [*declared[label], *named.get(label, ())])
+    for label, _ in jobs:
+        needs = declared[label]
+        wanted = needs.later if label in check.loaded else (*needs.at_load, *needs.later, *named.get(label, ()))
         for dataset in dict.fromkeys(wanted):
-            check.needs.setdefault(dataset, Need(dataset)).rows.append(label)
+            need = check.needs.setdefault(dataset, Need(dataset))
+            need.rows.append(label)
+            if dataset in needs.pulled:
+                need.pulled_by.append(label)
     for need in check.needs.values():
         need.status, need.detail = _state(need.dataset, check.root)
     for label, datasets in named.items():  # the error names data that is here: the task cannot read it, say why
@@ -232,20 +169,22 @@ def check_data(jobs: Sequence[tuple[str, str, Any]], root: Path, *, extra: Mappi
 def declared_needs(suite: Any, root: Path) -> dict[str, list[str]]:
     """Dataset -> the rows of `suite` that read it, from the rows' declared options alone (no task is made, nothing is
     loaded: what `finharness doctor` asks of a data root); a row whose data is absent and that names a fallback
-    counts the fallback's."""
-    from types import SimpleNamespace
-
+    counts the fallback's; with what the suite's own steps read for a row (SuiteHooks.extra_datasets, judged)."""
     from ..benchmarks.registry import resolve_task
+    from ..benchmarks.declaration import hooks_of
+
+    def datasets(ref: Any, options: Mapping[str, Any]) -> tuple[str, ...]:
+        settings = ref.cls.parse_options(dict(options)) if ref.cls.Options is not None else None
+        needs = ref.cls.data_needs(settings)
+        return (*needs.at_load, *needs.later)
 
     out: dict[str, list[str]] = {}
     for row in suite.tasks:
         ref = resolve_task(row.task)
-        names = needed_datasets(ref.name, SimpleNamespace(settings=ref.cls.parse_options(dict(row.options))))
+        names = datasets(ref, row.options)
         if row.fallback and any(_state(n, Path(root))[0] != "present" for n in names):
-            fallback = {**row.options, **row.fallback}
-            names = needed_datasets(ref.name, SimpleNamespace(settings=ref.cls.parse_options(fallback)))
-        if ref.name == "ucfe":
-            names = (*names, UCFE_JUDGING)
+            names = datasets(ref, {**row.options, **row.fallback})
+        names = (*names, *hooks_of(ref.name).extra_datasets(judged=True))
         for name in names:
             out.setdefault(name, []).append(row.id)
     return out
@@ -256,22 +195,15 @@ def dataset_states(names: Sequence[str], root: Path) -> dict[str, tuple[str, str
     return {name: _state(name, Path(root)) for name in names}
 
 
-PULLED_BY_TASKS = ("bizbench", "financebench")
-"""Datasets whose tasks pull them on first use (`finharness run`, unless --no-pull), with bizbench-prompts beside
-bizbench: a run does not stop for them."""
-
-
 def run_blockers(check: DataCheck) -> DataCheck:
-    """The check without what `finharness run`'s tasks pull themselves on first use (PULLED_BY_TASKS; none when
-    pulling is off): what is left stops a run before its first call."""
+    """The check without what `finharness run`'s tasks pull themselves on first use (DataNeeds.pulled of every row
+    that reads it; none when pulling is off): what is left stops a run before its first call."""
     from ..data.pull import NO_PULL_ENV
 
     if os.environ.get(NO_PULL_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
         return check
-    parquet_rows = {row for need in check.needs.values() if need.dataset == "bizbench" for row in need.rows}
     kept = {name: need for name, need in check.needs.items()
-            if not (need.status == "missing" and (name in PULLED_BY_TASKS or name == PROMPTS
-                                                  and set(need.rows) <= parquet_rows))}
+            if not (need.status == "missing" and set(need.rows) <= set(need.pulled_by))}
     return DataCheck(check.root, kept, dict(check.errors), set(check.loaded))
 
 
@@ -333,5 +265,5 @@ def pull_all(names: Sequence[str], root: Path | None, *, progress: Callable[[str
     return failures
 
 
-__all__ = ["DataCheck", "NEEDS", "Need", "UCFE_JUDGING", "check_data", "dataset_states", "declared_needs",
-           "needed_datasets", "no_pulls", "pull_all", "pull_command", "report_lines", "run_blockers"]
+__all__ = ["DataCheck", "Need", "check_data", "dataset_states", "declared_needs", "needs_of", "no_pulls", "pull_all",
+           "pull_command", "report_lines", "run_blockers"]

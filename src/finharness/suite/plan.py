@@ -12,16 +12,15 @@ there are enough, else a stated default.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..benchmarks.declaration import hooks_of
 from ..core.backend import Backend
-from ..core.model import ESTIMATE_RULE, RunCounters, model_state
-from ..core.plan import DryRun, PlannedModel, RoleTally, TaskPlan, plan_tasks
+from ..core.model import ESTIMATE_RULE
+from ..core.plan import DryRun, RoleTally, TaskPlan, plan_tasks
 from ..core.runner import RunOptions
 from ..core.spending import Price, model_name, price_for
 from ..core.store import RunStore
@@ -30,12 +29,10 @@ from ..stats.power import (
     ALPHA,
     DEFAULT_CORRELATION,
     POWER,
-    TIE_SHARE,
     PowerPlan,
     binary_difference_sd,
     difference_sd_from_one,
     effective_n,
-    pairwise_outcome_sd,
     plan_comparison,
 )
 from ..util import output_console
@@ -103,23 +100,20 @@ class Plan:
 
 
 def _weight_ratio(task: str, samples: Sequence[Any]) -> float:
-    """effective n / n of CFinBench items in its 0.4/0.4/0.2 score of macro means (1 for other tasks)."""
-    cells = [(s.metadata.get("type"), s.metadata.get("category")) for s in samples]
-    if task != "cfinbench" or not cells or any(None in c for c in cells):
-        return 1.0
-    from ..benchmarks.cfinbench.scoring import item_weights
-
-    return effective_n(item_weights(cells)) / len(cells)  # type: ignore[arg-type]
+    """effective n / n of the items under their weights in the headline (SuiteHooks.item_weights; 1 when equal)."""
+    weights = hooks_of(task).item_weights(samples) if samples else None
+    return 1.0 if not weights else effective_n(list(weights)) / len(weights)
 
 
 def detectable(plan: TaskPlan, task: str) -> PowerPlan | None:
     """The smallest difference between two models that a paired test on the plan's items detects (80% power,
-    two-sided 5%): UCFE's as a win share against ½ (and rating points), every other task's on its headline."""
+    two-sided 5%): the benchmark's own comparison where it has one (UCFE's win share against ½, SuiteHooks), every
+    other task's on its headline."""
     if plan.items < 2:
         return None
-    if task == "ucfe":
-        return plan_comparison(pairwise_outcome_sd(TIE_SHARE), n=plan.items, source=f"default: win/tie/loss of even models, {TIE_SHARE:.0%} ties",
-                               pairwise_scale=(400.0, 10.0))
+    own = hooks_of(task).comparison(plan.items)
+    if own is not None:
+        return own
     ratio = _weight_ratio(task, plan.samples)
     scores = plan.stored_scores
     if len(scores) >= MIN_STORED_SCORES and max(scores) > min(scores):
@@ -190,13 +184,8 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                 names.append((row.spec.id, model, row.ref.name))
         plan = Plan(f"suite {suite.name}", _cells_of(names, results), prices,
                     store=str(store_path) if store is not None else None)
-        ucfe = [r for r in rows if r.ref.name == "ucfe"]
-        if ucfe and judge:
-            dialogues = {c.model: c.plan.predictions for c in plan.cells
-                         if c.row == ucfe[0].spec.id and c.plan is not None}
-            if len(dialogues) == len(models):
-                plan.judging = asyncio.run(plan_judging(ucfe[0], dialogues, backends[judge], store, dry,
-                                                        options.data_dir))
+        if judge:  # the benchmarks' steps after their rows (UCFE's judging), on every model's planned predictions
+            plan.judging = _plan_after_rows(rows, plan, models, backends[judge], store, dry, options.data_dir)
     finally:
         if store is not None:
             store.close()
@@ -207,34 +196,21 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
     return _with_notes(plan, backends.values())
 
 
-async def plan_judging(row: Any, dialogues: Mapping[str, Mapping[str, Any]], judge: Backend, store: RunStore | None,
-                       dry: DryRun, data_root: Path | None) -> TaskPlan:
-    """The calls of suite/ucfe.py's judging, on the planned (or stored) dialogues of each model."""
-    from ..benchmarks.ucfe.data import load_dialogues
-    from ..benchmarks.ucfe.judge import PairJudge
-    from ..data.registry import resolve_data_dir
-    from .ucfe import REFERENCE_NAME, SUITE_JUDGING, items_to_judge, judging_pairs, reference_log
-
-    root = resolve_data_dir(data_root)
-    reference = load_dialogues(reference_log(root))
-    items = items_to_judge(row, root)
-    with tempfile.TemporaryDirectory() as tmp:  # read back as a run's samples.jsonl is: the same turns
-        sides = {}
-        for i, (model, predictions) in enumerate(dialogues.items()):
-            path = Path(tmp) / str(i) / "samples.jsonl"
-            path.parent.mkdir()
-            path.write_text("".join(json.dumps({"id": sid, "prediction": p}, ensure_ascii=False) + "\n"
-                                    for sid, p in predictions.items() if p is not None), encoding="utf-8")
-            sides[model] = load_dialogues(path)
-    plan = TaskPlan("ucfe judging", "", [])
-    handle = PlannedModel(judge, store, RunCounters(), plan=plan, dry=dry, role="judge",
-                          _shared=model_state({}, judge, None))
-    for a, b in judging_pairs(list(dialogues)):
-        side_a, side_b = sides[a], reference if b == REFERENCE_NAME else sides[b]
-        wanted = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
-        plan.items += len(wanted)
-        await PairJudge(handle, SUITE_JUDGING, name_a=a, name_b=b).run(wanted, side_a, side_b)
-    return plan
+def _plan_after_rows(rows: Sequence[Any], plan: Plan, models: Sequence[str], judge: Backend, store: RunStore | None,
+                     dry: DryRun, data_root: Path | None) -> TaskPlan | None:
+    """The plan of the first step after the rows that has one (SuiteHooks.plan_after_rows), once every model's
+    predictions of its row are planned."""
+    for row in rows:
+        hooks = hooks_of(row.ref.name)
+        if not hooks.judged_by_suite:
+            continue
+        predictions = {c.model: c.plan.predictions for c in plan.cells if c.row == row.spec.id and c.plan is not None}
+        if len(predictions) == len(models):
+            planned = asyncio.run(hooks.plan_after_rows(row, predictions, judge=judge, store=store, dry=dry,
+                                                        data_root=data_root))
+            if planned is not None:
+                return planned
+    return None
 
 
 def _with_notes(plan: Plan, backends: Any) -> Plan:

@@ -104,7 +104,7 @@ class SuiteProgress:
     def __init__(self, rows: Mapping[str, float | None], clock: Callable[[], float] = time.monotonic,
                  extra: tuple[int, float | None] = (0, None), extra_prefix: str = "ucfe judge:"):
         """rows: each row's label (`ROW on MODEL`) -> its planned work in tokens (None: unplanned); extra: (rows known
-        to come under labels of their own, UCFE's judging pairs (suite/ucfe.py names them `ucfe judge: A vs B`,
+        to come under labels of their own, the judging pairs of a step after the rows (benchmarks/ucfe/suite_step.py names them `ucfe judge: A vs B`,
         `extra_prefix`); the planned work of each, None: unplanned)."""
         self.clock = clock
         self.rows = {label: RowState(label, planned) for label, planned in rows.items()}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backends import from_spec
+from ..benchmarks.declaration import hooks_of
 from ..benchmarks.registry import TaskRef, resolve_task
 from ..core.backend import Backend
 from ..core.model import RunCounters
@@ -100,11 +101,12 @@ def prepare_rows(suite: Suite, data_root: Path, sandbox: str | None = None) -> l
 
 
 def check_suite_data(rows: Sequence[PreparedRow], root: Path, *, judged: bool) -> Any:
-    """Every row's data (suite/data_check.py), UCFE's judging reference with it when a judge will judge (`judged`)."""
-    from .data_check import UCFE_JUDGING, check_data
+    """Every row's data (suite/data_check.py), with what the benchmarks' steps after the rows read for them
+    (SuiteHooks.extra_datasets: UCFE's judging reference when a judge will judge, `judged`)."""
+    from .data_check import check_data
 
-    jobs = [(r.spec.id, r.ref.name, r.make()) for r in rows]
-    extra = {r.spec.id: (UCFE_JUDGING,) for r in rows if r.ref.name == "ucfe" and judged}
+    jobs = [(r.spec.id, r.make()) for r in rows]
+    extra = {r.spec.id: hooks_of(r.ref.name).extra_datasets(judged=judged) for r in rows}
     return check_data(jobs, root, extra=extra)
 
 
@@ -184,7 +186,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
     errors: dict[str, dict[str, str]] = {}
     skipped = {m: dict(why) for m, why in (skipped or {}).items()}
     runs: dict[str, dict[str, str]] = {r.spec.id: {} for r in rows}
-    ucfe = None
+    after: dict[str, dict[str, Any]] = {}  # benchmark -> its step after the rows (suite.json under its name)
     stopped: str | None = None
     earlier = _earlier_runs(out, rows)
     last: dict[tuple[str, str], RunCounters] = {}  # each row's latest counters: how far an unfinished one got
@@ -220,14 +222,17 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
                 from .contamination import probe_rows
 
                 probe_rows(fitting, pool.tasks, backends[model], store_path, options, suite.seed)
-        ucfe_rows = [r for r in rows if r.ref.name == "ucfe" and all(m in runs[r.spec.id] for m in models)]
-        if ucfe_rows and judge:
-            from .ucfe import judge_suite_dialogues
-
-            ucfe = judge_suite_dialogues(ucfe_rows[0], {m: out / runs[ucfe_rows[0].spec.id][m] for m in models},
+        if judge:  # the benchmarks' steps after their rows (UCFE's pairwise judging), once every model ran the row
+            for r in rows:
+                hooks = hooks_of(r.ref.name)
+                if not hooks.judged_by_suite or r.ref.name in after or not all(m in runs[r.spec.id] for m in models):
+                    continue
+                entry = hooks.after_rows(r, {m: out / runs[r.spec.id][m] for m in models},
                                          judge_backend=backends[judge], judge=judge, out=out, store_path=store_path,
                                          data_root=options.data_dir, concurrency=options.concurrency,
                                          spending=options.spending, progress=judge_progress)
+                if entry is not None:
+                    after[r.ref.name] = entry
     except KeyboardInterrupt:
         stopped = (stop_reason() if stop_reason else None) or "interrupted"
         raise
@@ -245,7 +250,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
             stopped = "crashed"
         try:
             manifest = build_manifest(suite, rows, models=models, judge=judge, user=user, out=out, options=options,
-                                      runs=runs, errors=errors, ucfe=ucfe, wall_s=time.perf_counter() - started,
+                                      runs=runs, errors=errors, after=after, wall_s=time.perf_counter() - started,
                                       store_path=store_path, skipped=skipped, stopped=stopped, resume=resume,
                                       reached={key: (c.samples_done, c.samples_total) for key, c in last.items()})
             atomic_write_text(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")
@@ -337,7 +342,7 @@ def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
                    user: str | None, out: Path, options: RunOptions, runs: Mapping[str, Mapping[str, str]],
-                   errors: Mapping[str, Mapping[str, str]], ucfe: Mapping[str, Any] | None, wall_s: float,
+                   errors: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, Any]], wall_s: float,
                    store_path: Path, skipped: Mapping[str, Mapping[str, str]] | None = None,
                    stopped: str | None = None, resume: str | None = None,
                    reached: Mapping[tuple[str, str], tuple[int, int]] | None = None) -> dict[str, Any]:
@@ -363,9 +368,8 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
             statuses.append(results["status"])
             parts.append(results.get("cumulative") or {})
         by_model[model] = _sum_counts(parts)
-    if ucfe is not None:
-        by_model.setdefault("judge", {})
-        by_model["judge"] = _sum_counts([ucfe.get("cumulative") or {}])
+    if after:  # what the steps after the rows spent (their judge's calls)
+        by_model["judge"] = _sum_counts([entry.get("cumulative") or {} for entry in after.values()])
     spending = options.spending
     if stopped is None and spending is not None and spending.reached:
         stopped = "budget"
@@ -381,12 +385,12 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
         "data_dir": None if options.data_dir is None else str(options.data_dir), "store": str(store_path),
         "seed": suite.seed, "prices": prices,
         "rows": [{"id": r.spec.id, "benchmark": r.spec.benchmark, "label": r.label, "task": r.ref.label,
-                  "options": dict(r.options), "standin": r.standin, "judged": "judge" in r.roles or r.ref.name == "ucfe",
+                  "options": dict(r.options), "standin": r.standin, "judged": "judge" in r.roles or hooks_of(r.ref.name).judged_by_suite,
                   "paper": r.spec.paper, "limit": r.spec.limit, "sample": r.spec.sample,
                   "runs": dict(runs[r.spec.id])} for r in rows],
         "errors": {m: dict(e) for m, e in errors.items()},
         "skipped": {m: dict(e) for m, e in (skipped or {}).items()},
-        **({"ucfe": dict(ucfe)} if ucfe is not None else {}),
+        **{name: dict(entry) for name, entry in after.items()},
         "cumulative": _sum_counts(list(by_model.values())),
         "by_model": by_model,
         "wall_s": round(wall_s, 3),

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.hints import pull_hint
@@ -59,6 +59,7 @@ from ..mc_methods import (
 )
 from .prompts import (
     LETTERS,
+    PROMPTS_DATASET,
     OfficialPrompt,
     config_with_prompt,
     load_prompt_file,
@@ -187,6 +188,12 @@ class FinKnowTask(Task):
         "M.*, agreement.*, kappa.*": "with method all: each method's metrics, and how often methods agree"}
 
     Options = FinKnowOptions
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        source = getattr(settings, "source", "all")
+        files = {"fineval": ("cfa-essay",), "ideafinbench": ("ideafinbench",)}.get(source, ("cfa-essay", "ideafinbench"))
+        return DataNeeds(files, () if getattr(settings, "prompts", None) else (PROMPTS_DATASET,))
 
     def __init__(self, settings: FinKnowOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)

@@ -61,6 +61,9 @@ STYLES = ("code", "cot")
 SCHEMA_TASK = "prompt"
 """The sample question's `task` in every clean upstream file; the conflict side that matches it wins."""
 
+PROMPTS_DATASET = "bizbench-prompts"
+"""The registry dataset of the official prompt files (read at the first prompt)."""
+
 PROMPTS_HINT = ("the official prompt files live in DATA_DIR/bizbench/prompts "
                 "(`finharness data pull bizbench-prompts`), or pass -o prompts=DIR")
 

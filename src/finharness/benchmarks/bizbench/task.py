@@ -52,14 +52,21 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import grouped, mean_metrics
 from ...core.options import OptionInfo, check_choice, describe_options, parse_task_options
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.hints import pull_hint
 from ...data.registry import resolve_data_dir
 from ...extract.code import CodeExtraction
 from .data import BizBenchItem, read_items_jsonl, write_items_jsonl
-from .prompts import OfficialPrompt, config_with_prompt, load_prompt_file, prompt_file_name, prompts_dir
+from .prompts import (
+    PROMPTS_DATASET,
+    OfficialPrompt,
+    config_with_prompt,
+    load_prompt_file,
+    prompt_file_name,
+    prompts_dir,
+)
 from .scoring import (
     EXTRACTION_MODES,
     SANDBOX_CHOICES,
@@ -148,6 +155,18 @@ class BizBenchNumericTask(Task):
     """Scored by executing the model's program (codetatqa, codefinqa, fincode)."""
     group_keys: ClassVar[tuple[str, ...]] = ()
     """Metadata keys that break the results down (Aggregate.groups)."""
+    own_dataset: ClassVar[str] = "bizbench"
+    """The registry dataset its items come from (the parquet release, TAT-QA, the SEC filings)."""
+    own_read_later: ClassVar[bool] = False
+    """Its own dataset is read after the load (SEC-Num's filings, for the context of each question)."""
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        own = () if getattr(settings, "items", None) or getattr(settings, "parquet", None) else (cls.own_dataset,)
+        prompts = () if getattr(settings, "prompts", None) else (PROMPTS_DATASET,)  # read at the first prompt
+        at_load, later = ((), (*own, *prompts)) if cls.own_read_later else (own, prompts)
+        pulled = (*own, *prompts) if own == ("bizbench",) else ()  # the parquet release comes with its prompts
+        return DataNeeds(at_load, later, pulled)
     splits: ClassVar[tuple[str, ...]] = ("test", "train")
     split_help: ClassVar[str] = "'test' or 'train': the official parquet's splits."
     """What `split` means for this task (`finharness list TASK` shows it beside `splits`)."""
@@ -210,7 +229,7 @@ class BizBenchNumericTask(Task):
         if not has_official_files(folder):
             pull_on_first_use("bizbench", data_dir, needed_by=self.name)
             if self.settings.prompts is None and not (folder / "prompts").is_dir():
-                pull_on_first_use("bizbench-prompts", data_dir, needed_by=self.name)
+                pull_on_first_use(PROMPTS_DATASET, data_dir, needed_by=self.name)
         try:
             return self._official(folder)
         except DataError as err:
@@ -386,6 +405,7 @@ class CodeTatqaTask(_TatqaTask):
     """CodeTAT-QA: arithmetic over a TAT-QA table, answered with a program run in the sandbox."""
 
     name = "bizbench/codetatqa"
+    own_dataset = "tatqa"
     description = "BizBench CodeTAT-QA: program synthesis over TAT-QA tables, scored by running the program"
     program_task = True
     group_keys = ("scale",)
@@ -395,6 +415,7 @@ class TatqaETask(_TatqaTask):
     """TAT-QA(E): extract a number that appears in the context."""
 
     name = "bizbench/tatqa-e"
+    own_dataset = "tatqa"
     description = "BizBench TAT-QA(E): extract a number from a TAT-QA report (text and table)"
     group_keys = ("scale", "answer_from")
 
@@ -403,6 +424,8 @@ class SecNumTask(BizBenchNumericTask):
     """SEC-Num: the number for a label in a snippet of an SEC filing."""
 
     name = "bizbench/secnum"
+    own_dataset = "fintradebench-sec-filings"
+    own_read_later = True
     description = "BizBench SEC-Num: find the number for a label in an SEC filing snippet (built from inline XBRL)"
     split_help = "'test' or 'train': SEC-Num's split by filing (a hash of its accession number)."
     group_keys = ("ticker", "form")

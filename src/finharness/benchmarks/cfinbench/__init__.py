@@ -12,4 +12,5 @@ BENCHMARK = Benchmark(
     name="cfinbench", display="CFinBench", tasks={"cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask"},
     commands={"data.convert.ideafinbench": "finharness.benchmarks.cfinbench.cli:ideafinbench_command"},
     report_section="finharness.benchmarks.cfinbench.report:SECTION",
-    datasets=("cfinbench", "cfinbench-categories", "cfinbench-release", "ideafinbench"))
+    datasets=("cfinbench", "cfinbench-categories", "cfinbench-release", "ideafinbench"),
+    hooks="finharness.benchmarks.cfinbench.suite_hooks:HOOKS")

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import Metric
 from ...core.options import parse_task_options
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import GenerateParams, LoglikelihoodRequest, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.hints import pull_hint
@@ -255,6 +255,13 @@ class CFinBenchTask(Task):
                                                       **METHOD_DIRECTIONS}
 
     Options = CFinBenchOptions
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        exam = getattr(settings, "exam", None)
+        if exam is None:
+            return DataNeeds(("cfinbench",))
+        return DataNeeds(("ideafinbench",) if str(exam).startswith("standin:") else ())  # a path: the user's own
 
     def __init__(self, settings: CFinBenchOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)

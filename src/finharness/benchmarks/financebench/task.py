@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.backend import CallFailed
 from ...core.metrics import grouped, mean_metrics
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.errors import DataError
 from ...data.io import iter_jsonl
@@ -108,6 +108,11 @@ class FinanceBenchTask(Task):
     description = "FinanceBench open sample: 150 questions over whole filings, the paper's configurations + agent"
     headline = "accuracy"
     Options = FinanceBenchOptions
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        answers = ("financebench-results",) if getattr(settings, "answers", None) else ()
+        return DataNeeds(("financebench", *answers), pulled=("financebench",))
     roles: ClassVar[tuple[str, ...]] = ("model",)
     predictions_option: ClassVar[str | None] = "answers"
     metric_directions: ClassVar[Mapping[str, str]] = {"incorrect": "lower", "refusal": "lower",

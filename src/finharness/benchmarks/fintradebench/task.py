@@ -54,7 +54,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import GenerateParams, Message, Sample, Score
 from ...data.registry import resolve_data_dir
 from ...util import natural_key
@@ -171,6 +171,15 @@ class FinTradeBenchTask(Task):
     roles: ClassVar[tuple[str, ...]] = ("model", "judge")
 
     Options = FinTradeOptions
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        scaled = bool(getattr(settings, "questions", None))
+        at_load = ("nasdaq100-ohlcv",) if scaled else ("fintradebench-seed",)  # scaled questions name NASDAQ-100 members
+        later = ("fintradebench-history", "fintradebench-sec-filings")  # prices; fundamentals from the filings
+        if getattr(settings, "fundamentals", None) == "official":
+            later += ("fintradebench-fundamentals",)
+        return DataNeeds(at_load, later)
 
     def __init__(self, settings: FinTradeOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)

@@ -13,4 +13,5 @@ BENCHMARK = Benchmark(
     name="ucfe", display="UCFE", tasks={"ucfe": "finharness.benchmarks.ucfe.task:UCFETask"},
     commands={"ucfe": "finharness.benchmarks.ucfe.cli:ucfe_app"},
     report_section="finharness.benchmarks.ucfe.report:SECTION",
-    datasets=("ucfe", "ucfe-gpt4o-dialogues", "ucfe-release"))
+    datasets=("ucfe", "ucfe-gpt4o-dialogues", "ucfe-release"),
+    hooks="finharness.benchmarks.ucfe.suite_step:HOOKS")

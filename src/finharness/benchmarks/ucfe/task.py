@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from ...core.metrics import mean_metrics
 from ...core.options import parse_task_options
-from ...core.task import Aggregate, Models, SampleRecord, Task
+from ...core.task import Aggregate, DataNeeds, Models, SampleRecord, Task
 from ...core.types import Sample, Score
 from ...data.errors import DataError
 from .data import ZERO_SHOT_PREFIX, UCFEItem, load_dialogues, load_items, resolve_bench_file
@@ -129,6 +129,10 @@ class UCFETask(Task):
     """Rounds, tokens, who ended the dialogue: they describe the dialogues, and rank nothing (judging does)."""
 
     Options = UCFEOptions
+
+    @classmethod
+    def data_needs(cls, settings: Any) -> DataNeeds:
+        return DataNeeds(("ucfe",))
 
     def __init__(self, settings: UCFEOptions | None = None, /, **options: Any) -> None:
         super().__init__(settings, **options)

@@ -9,25 +9,31 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..backends import open_model
-from ..benchmarks.ucfe.data import DialogueSource, UCFEItem, load_dialogues, load_items, resolve_bench_file
-from ..benchmarks.ucfe.judge import JudgeSettings, PairJudge, summary
-from ..core.backend import Backend
-from ..core.model import RunCounters
-from ..core.pool import run_dir_name
-from ..core.spending import Spending
-from ..core.store import RunStore
-from ..data.errors import DataError
-from ..data.io import atomic_write_text
-from ..data.registry import resolve_data_dir
-from ..rating.matches import write_matches
+from ...backends import open_model
+from ...core.backend import Backend
+from ...core.model import RunCounters, model_state
+from ...core.plan import DryRun, PlannedModel, TaskPlan
+from ...core.pool import run_dir_name
+from ...core.spending import Spending
+from ...core.store import RunStore
+from ...data.errors import DataError
+from ...data.io import atomic_write_text
+from ...data.registry import resolve_data_dir
+from ...rating.matches import write_matches
+from ...stats.power import TIE_SHARE, pairwise_outcome_sd, plan_comparison
+from ..declaration import SuiteHooks
+from .data import DialogueSource, UCFEItem, load_dialogues, load_items, resolve_bench_file
+from .judge import JudgeSettings, PairJudge, summary
 
 REFERENCE_NAME = "gpt-4o (released)"
 """The name the released GPT-4o dialogues (DATA_ROOT/ucfe/log/*gpt-4o*.json) play under."""
 UCFE_DIR = "ucfe"
+REFERENCE_DATASET = "ucfe-gpt4o-dialogues"
+"""The registry dataset of the released GPT-4o dialogues: what the judging reads beside the row."""
 
 
 def reference_log(data_root: Path) -> Path:
@@ -101,3 +107,56 @@ def judge_suite_dialogues(row: Any, run_dirs: Mapping[str, Path], *, judge_backe
     return {"row": row.spec.id, "matches": f"{UCFE_DIR}/matches.jsonl", "reference": REFERENCE_NAME,
             "reference_file": str(reference.path), "judge": judge, "mode": settings.mode, "summaries": summaries,
             "failed_calls": counters.failures, "cumulative": cumulative}
+
+
+async def plan_judging(row: Any, dialogues: Mapping[str, Mapping[str, Any]], judge: Backend, store: RunStore | None,
+                       dry: DryRun, data_root: Path | None) -> TaskPlan:
+    """The calls of judge_suite_dialogues, on the planned (or stored) dialogues of each model."""
+    root = resolve_data_dir(data_root)
+    reference = load_dialogues(reference_log(root))
+    items = items_to_judge(row, root)
+    with tempfile.TemporaryDirectory() as tmp:  # read back as a run's samples.jsonl is: the same turns
+        sides = {}
+        for i, (model, predictions) in enumerate(dialogues.items()):
+            path = Path(tmp) / str(i) / "samples.jsonl"
+            path.parent.mkdir()
+            path.write_text("".join(json.dumps({"id": sid, "prediction": p}, ensure_ascii=False) + "\n"
+                                    for sid, p in predictions.items() if p is not None), encoding="utf-8")
+            sides[model] = load_dialogues(path)
+    plan = TaskPlan("ucfe judging", "", [])
+    handle = PlannedModel(judge, store, RunCounters(), plan=plan, dry=dry, role="judge",
+                          _shared=model_state({}, judge, None))
+    for a, b in judging_pairs(list(dialogues)):
+        side_a, side_b = sides[a], reference if b == REFERENCE_NAME else sides[b]
+        wanted = [i for i in items if i.sample_id in side_a.dialogues and i.sample_id in side_b.dialogues]
+        plan.items += len(wanted)
+        await PairJudge(handle, SUITE_JUDGING, name_a=a, name_b=b).run(wanted, side_a, side_b)
+    return plan
+
+
+class UCFESuiteHooks(SuiteHooks):
+    """UCFE in a suite: its dialogues are judged pairwise after every model has run (judge_suite_dialogues)."""
+
+    judged_by_suite = True
+
+    def extra_datasets(self, *, judged: bool) -> tuple[str, ...]:
+        return (REFERENCE_DATASET,) if judged else ()
+
+    def comparison(self, items: int) -> Any:
+        return plan_comparison(pairwise_outcome_sd(TIE_SHARE), n=items,
+                               source=f"default: win/tie/loss of even models, {TIE_SHARE:.0%} ties",
+                               pairwise_scale=(400.0, 10.0))
+
+    def steps_after_rows(self, models: Sequence[str]) -> int:
+        return len(judging_pairs(list(models)))
+
+    def after_rows(self, row: Any, run_dirs: Mapping[str, Path], **context: Any) -> dict[str, Any] | None:
+        return judge_suite_dialogues(row, run_dirs, **context)
+
+    async def plan_after_rows(self, row: Any, predictions: Mapping[str, Mapping[str, Any]], **context: Any) -> Any:
+        return await plan_judging(row, predictions, context["judge"], context["store"], context["dry"],
+                                  context["data_root"])
+
+
+HOOKS = UCFESuiteHooks()
+"""UCFE's suite hooks (its Benchmark declaration names them)."""
