@@ -4,8 +4,8 @@ The per-item spread comes from stored runs where there are any (samples.jsonl): 
 items give the spread of their per-item differences; one run gives its scores' spread, with a second
 model assumed to correlate with it (--correlation). Without runs, --accuracy (0/1 scores) or --sd says
 it. --pairwise reads the scores as one model's outcome against the other (1 / ½ / 0; --matches reads
-them from a matches file) and adds the difference in rating points. A CFinBench run counts its items
-by their weight in the 0.4/0.4/0.2 score (effective n).
+them from a matches file) and adds the difference in rating points. A run whose benchmark weighs its items
+unequally (CFinBench's 0.4/0.4/0.2 score) counts them by their weight (effective n).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ varies more), so the detectable difference is on the safe side."""
 
 
 
-def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict[str, tuple[str, str]]]:
-    """(task, per-item score, per-item (question type, category)) of a stored run."""
+def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict[str, dict[str, Any]]]:
+    """(task, per-item score, per-item metadata) of a stored run."""
     from ..data.errors import DataError
     from ..data.io import iter_jsonl, read_json
 
@@ -51,9 +51,7 @@ def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict
             if v is None:
                 continue
             scores[str(line["id"])] = float(v)
-            meta = line.get("metadata") or {}
-            if "type" in meta and "category" in meta:
-                cells[str(line["id"])] = (str(meta["type"]), str(meta["category"]))
+            cells[str(line["id"])] = dict(line.get("metadata") or {})
     except DataError as err:
         fail(str(err))
     if len(scores) < 2:
@@ -62,13 +60,17 @@ def _read_run(run: Path, value: str | None) -> tuple[str, dict[str, float], dict
     return task, scores, cells
 
 
-def _weight_ratio(task: str, ids: list[str], cells: dict[str, tuple[str, str]]) -> float:
-    """effective n / n of a CFinBench run's items (1 for other tasks)."""
-    if not task.startswith("cfinbench") or not ids or any(i not in cells for i in ids):
-        return 1.0
-    from ..benchmarks.cfinbench.scoring import item_weights
+def _weight_ratio(task: str, ids: list[str], metadata: dict[str, dict[str, Any]]) -> float:
+    """effective n / n of a run's items under their weights in its benchmark's headline (SuiteHooks.item_weights:
+    CFinBench's 0.4/0.4/0.2 of macro means); 1 where they weigh alike."""
+    from types import SimpleNamespace
 
-    return effective_n(item_weights([cells[i] for i in ids])) / len(ids)
+    from ..benchmarks.declaration import hooks_of
+
+    if not ids:
+        return 1.0
+    weights = hooks_of(task).item_weights([SimpleNamespace(metadata=metadata.get(i, {})) for i in ids])
+    return 1.0 if not weights else effective_n(list(weights)) / len(ids)
 
 
 def _matches_sd(path: Path) -> float:
