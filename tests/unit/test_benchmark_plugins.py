@@ -179,3 +179,39 @@ def test_a_benchmark_declared_once_brings_its_task_commands_and_section(tmp_path
     assert '<section id="acme-bench"><h2>Acme Bench</h2>' in html
     listed = invoke("list")
     assert "acme" in listed.output and "acme-declared 1.0" in listed.output
+
+
+ACME_HOOKS = '''
+
+from finharness.benchmarks.declaration import SuiteHooks
+
+
+class AcmeHooks(SuiteHooks):
+    def item_weights(self, samples):
+        return [3.0 if s.id.endswith("/0") else 1.0 for s in samples]  # the first question counts three times
+
+
+HOOKS = AcmeHooks()
+'''
+
+
+def test_a_declared_benchmarks_suite_row_is_planned_with_its_own_item_weights(tmp_path, monkeypatch):
+    source = ACME_DECLARED.replace('report_section="acme_declared:SECTION")',
+                                   'report_section="acme_declared:SECTION", hooks="acme_declared:HOOKS")') + ACME_HOOKS
+    fake_distribution(tmp_path / "dist", "acme-declared", "1.0",
+                      {"finharness.benchmarks": {"acme": "acme_declared:BENCHMARK"}}, {"acme_declared": source})
+    monkeypatch.syspath_prepend(str(tmp_path / "dist"))
+    suite = tmp_path / "acme-suite.toml"
+    suite.write_text('name = "acme-suite"\nseed = 0\n\n[[task]]\nid = "acme"\nbenchmark = "Acme Bench"\n'
+                     'task = "acme"\nlabel = "Acme (3 questions)"\n', encoding="utf-8")
+    out = tmp_path / "runs"
+    planned = invoke("suite", str(suite), "--model", "fake?reply=Answer: A", "--out", str(out), "--dry-run", "--json")
+    assert planned.exit_code == 0, planned.output
+    cell = json.loads(planned.output[planned.output.index("{"):])["tasks"][0]
+    power = cell["detectable"]
+    assert power["n"] == 3 and power["effective_n"] == pytest.approx(25 / 11)  # (3+1+1)^2 / (9+1+1)
+    ran = invoke("suite", str(suite), "--model", "fake?reply=Answer: A", "--out", str(out), "-q")
+    assert ran.exit_code == 0, ran.output
+    manifest = json.loads((out / "suite.json").read_text(encoding="utf-8"))
+    assert manifest["rows"][0]["benchmark"] == "Acme Bench" and manifest["status"] == "complete"
+    assert "| Acme (3 questions) | accuracy | 100.0%" in (out / "scorecard.md").read_text(encoding="utf-8")
