@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from finharness.sandbox.launch import _user_namespace
+
 Outcome = tuple[str, "str | None"]
 """(status, error_class); error_class None: any."""
 
@@ -76,6 +78,8 @@ AS_ROOT = os.geteuid() == 0
 """How the harness runs. As root every worker drops to a uid of its own, so what the bare kind (no kernel
 layers) leaks to a program that fools the guard shrinks to what that uid may reach; as a normal user the
 job is that user, and reaches what it owns."""
+USER_NAMESPACE = bool(_user_namespace())
+"""As a normal user, kernel and bare workers run in a user namespace of their own where the kernel allows it."""
 NPROC = 8
 """Limits.nproc of the attack suite: processes and threads of the worker's uid, the zygote and the job's
 main thread included, so a job may start at most NPROC - 2 threads."""
@@ -324,10 +328,12 @@ ATTACKS = [
     Attack("patched_guard_helper_reads_secret", _PATCH_GUARD + "answer = open('{secret_file}').read()",
            guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
            errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}),
+    # A normal user's bare worker in a user namespace of its own reads no /proc/PID/environ of the host's.
     Attack("patched_guard_helper_reads_victim_environ",
            _PATCH_GUARD + "answer = open('/proc/{victim}/environ').read()",
-           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
-           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}, victim=True),
+           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT or USER_NAMESPACE else (("ok", None),),
+           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT or USER_NAMESPACE else {"bare": ("secret in output",)},
+           victim=True, layers={"bare": {13: "uid" if AS_ROOT else "user namespace"}}),
     Attack("patched_guard_helper_fills_host_tmp",
            _PATCH_GUARD + "for i in range(20):\n    open(f'/tmp/{mark}-fill-{{i}}', 'wb').write(b'x' * 2**20)\n"
            "answer = 20", guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),),

@@ -263,12 +263,31 @@ def missing_layers() -> str:
     return "; ".join(p for p in (bwrap_problem(), kernel_problem()) if p) or "nothing"
 
 
-@functools.cache
-def _can_unshare_net() -> bool:
+def _unshare_works(*flags: str) -> bool:
     unshare = shutil.which("unshare")
     if unshare is None:
         return False
-    return subprocess.run([unshare, "--net", "--", "true"], env={}, capture_output=True).returncode == 0
+    return subprocess.run([unshare, *flags, "--", "true"], env={}, capture_output=True).returncode == 0
+
+
+@functools.cache
+def _user_namespace() -> tuple[str, ...]:
+    """unshare flags that give a worker started by a normal user a user namespace of its own (its uid mapped
+    to itself), or () where none may be had or the harness is root (it drops to a uid of its own instead).
+
+    Why: RLIMIT_NPROC counts every task of a real uid in its user namespace. Without one, a normal user's
+    job shares the count with all of that user's processes (a desktop's hundreds: no thread could start,
+    while the limit bounds nothing of the job's own); inside one, it counts the worker's tasks alone. It also
+    lets a normal user have the network namespace."""
+    if os.geteuid() == 0:
+        return ()
+    flags = ("--user", "--map-current-user")
+    return flags if _unshare_works(*flags) else ()
+
+
+@functools.cache
+def _can_unshare_net() -> bool:
+    return _unshare_works(*_user_namespace(), "--net")
 
 
 def isolation_label(isolation: IsolationChoice, audit: bool) -> str:
@@ -336,7 +355,8 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
     if uid is not None:
         os.chown(scratch, uid, uid)
     env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch, **view.env}
-    namespaces = (["--net"] if "netns" in label else []) + (["--mount"] if view.how == "bind" else [])
+    namespaces = [*_user_namespace(), *(["--net"] if "netns" in label else []),
+                  *(["--mount"] if view.how == "bind" else [])]
     prefix = ["unshare", *namespaces, "--"] if namespaces else []
     if view.how == "bind":
         # Root, in the worker's own mount namespace: the Python installation made visible, then the uid drop.
