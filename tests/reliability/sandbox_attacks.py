@@ -419,6 +419,14 @@ ATTACKS = [
            _ATTEMPT + "attempt('scratch', lambda: os.chmod('..', 0o777))\nattempt('job', lambda: os.chmod('.', 0))\n",
            os_layer=(("ok", None),), errno={"bwrap": (1,), "kernel": (1,)} if AS_ROOT else {"kernel": (1,)},
            layers={"bwrap": {1: "uid"}}),
+    # A hard link is a second name of the same inode: changing the link's mode changes the host file's.
+    Attack("hard_link_to_a_host_file_then_change_it",
+           _ATTEMPT + "attempt('link', lambda: os.link(os.__file__, 'linked'))\n"
+           "attempt('chmod', lambda: os.chmod('linked', 0o4777))\nattempt('utime', lambda: os.utime('linked', (0, 0)))\n",
+           # kernel: EXDEV where the scratch directory is on another file system, else protected_hardlinks
+           # (EPERM) or Landlock (EACCES); the mode and time changes: seccomp.
+           os_layer=(("ok", None),), errno={"bwrap": (2, 18), "kernel": (1, 13, 18)},
+           layers={"kernel": {18: "other file system"}}, leak_if=_done("host file changed", ("chmod", "utime"))),
     Attack("thread_bomb_past_the_process_limit",
            "import threading\nstop = threading.Event()\nanswer = 0\ntry:\n    for _ in range(150):\n"
            "        threading.Thread(target=stop.wait, daemon=True).start()\n        answer += 1\n"
@@ -458,7 +466,8 @@ ATTACKS = [
 
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
 LAYER_BY_ERRNO = {1: "seccomp", 13: "Landlock", 2: "mount namespace", 30: "read-only mount", 28: "sized tmpfs",
-                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp", 11: "RLIMIT_NPROC/pids cgroup"}
+                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp", 11: "RLIMIT_NPROC/pids cgroup",
+                  18: "mount namespace"}
 
 
 def refusal_errno(message: str | None) -> int | None:
