@@ -2,7 +2,7 @@
 
     git archive BASE_COMMIT src | tar -x -C /tmp/base      # the tree to compare with
     .venv/bin/python bench/sandbox_layers_bench.py --base-src /tmp/base/src [--programs 300 --rounds 3]
-        [--same-kinds]
+        [--same-kinds [--kinds bwrap,kernel,bare]]
 
 Each round runs, one after the other in fresh processes, the same programs (sandbox_bench.programs, the
 P6 mix) through the warm pool of the base tree and of this one, `--pool-size` at a time, for each pair of
@@ -83,9 +83,12 @@ def main() -> None:
     parser.add_argument("--pool-size", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--same-kinds", action="store_true", help="compare bwrap, kernel and bare each with itself")
+    parser.add_argument("--kinds", default="bwrap,kernel,bare", help="with --same-kinds: which (comma-separated)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at the start")
-    for base_isolation, new_isolation in SAME_KINDS if args.same_kinds else PAIRS:
+    wanted = set(args.kinds.split(","))
+    pairs = [pair for pair in SAME_KINDS if pair[0] in wanted] if args.same_kinds else PAIRS
+    for base_isolation, new_isolation in pairs:
         ratios, cpu_ratios, base_rates, new_rates = [], [], [], []
         for round_number in range(args.rounds):
             base = measure(args.base_src, base_isolation, args.programs, args.pool_size)

@@ -433,7 +433,8 @@ ATTACKS = [
            "except RuntimeError:\n    pass\nstop.set()",
            guarded=(("ok", None),), os_layer=(("ok", None),),
            leak_if=_over(NPROC - 2, "process limit crossed"),
-           describe=lambda r: f"RLIMIT_NPROC/pids cgroup ({r.value:.0f} threads)" if r.ok else None),
+           describe=lambda r: (f"{'pids cgroup+' if 'pids' in r.isolation else ''}RLIMIT_NPROC ({r.value:.0f} threads)"
+                               if r.ok else None)),
     Attack("lock_a_host_file",
            "import fcntl, struct\n" + _ATTEMPT + "fd = os.open(os.__file__, os.O_RDONLY)\n"
            "attempt('flock', lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))\n"
