@@ -65,3 +65,21 @@ def test_root_refuses_to_run_jobs_when_the_python_cannot_be_made_readable(monkey
     assert "cannot be made readable" in launch.uid_problem()
     with pytest.raises(launch.SandboxUnavailable, match="no job may run as uid 0"):
         launch.plan_launch(Limits(), isolation="bare", audit=True)
+
+
+THREADS = ("import threading\nstop = threading.Event()\nanswer = 0\ntry:\n    for _ in range(50):\n"
+           "        threading.Thread(target=stop.wait, daemon=True).start()\n        answer += 1\n"
+           "except RuntimeError:\n    pass\nstop.set()")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_process_limit_counts_the_worker_alone(kind):
+    """nproc counts the zygote and the job's own process, as RLIMIT_NPROC does (a pids cgroup alike): a job
+    may start nproc - 2 threads, however many processes the harness's uid has; a worker starts even at 1."""
+    skip_or_fail_without_isolation(kind)
+    if os.geteuid() != 0 and kind != "bwrap" and not launch._user_namespace():
+        pytest.skip("no user namespace for this user: RLIMIT_NPROC counts all of its processes")
+    for nproc, threads in ((5, 3), (1, 0)):
+        with Sandbox(pool_size=1, limits=Limits(nproc=nproc), isolation=kind) as box:
+            assert box.run(THREADS, mode="answer_variable").value == threads
+            assert box.run("6 * 7").value == 42.0

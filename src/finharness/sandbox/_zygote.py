@@ -376,14 +376,16 @@ def _confine(job_dir: str) -> None:
         _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
 
 
-def _limit(pid: int, limits: dict) -> None:
-    """Set a waiting job child's resource limits from the zygote (the child's filter forbids setting them)."""
+def _limit(pid: int, limits: dict, nproc_uncounted: int = 0) -> None:
+    """Set a waiting job child's resource limits from the zygote (the child's filter forbids setting them).
+    `nproc_uncounted`: tasks of the worker's uid that are not the worker's (bubblewrap's init, as a normal
+    user), so that `nproc` means the same under every kind."""
     mb = 2**20
     cpu = max(1, math.ceil(limits["cpu_s"]))
     # CPU: SIGXCPU at the soft limit, SIGKILL one second later if the program ignores it.
     for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2),
                          (resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2),
-                         (resource.RLIMIT_NPROC, (limits["nproc"],) * 2),
+                         (resource.RLIMIT_NPROC, (limits["nproc"] + nproc_uncounted,) * 2),
                          (resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2), (resource.RLIMIT_CORE, (0, 0)),
                          (resource.RLIMIT_SIGPENDING, (_JOB_PENDING_SIGNALS,) * 2)):
         resource.prlimit(pid, which, value)
@@ -834,7 +836,7 @@ def run_job(job: dict, child: _Prepared, config: dict) -> dict:
     limits = job["limits"]
     started = time.monotonic()
     with suppress(BrokenPipeError, ProcessLookupError):  # the child is gone: its exit status tells why
-        _limit(child.pid, limits)
+        _limit(child.pid, limits, config.get("nproc_uncounted", 0))
         write_frame(child.job_write, job)
     os.close(child.job_write)
     child.job_write = -1

@@ -153,13 +153,15 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
 
 def _config(scratch_dir: str, pid_namespace: bool, preload: tuple[str, ...], *,
             landlock: dict | None = None, seccomp: bytes | None = None, keep: list[str] | None = None,
-            view: PythonView | None = None) -> str:
+            view: PythonView | None = None, nproc_uncounted: int = 0) -> str:
     return json.dumps({"scratch_dir": scratch_dir, "pid_namespace": pid_namespace,
                        "read_roots": _read_roots(view.roots if view else None), "preload": list(preload),
                        "max_result_bytes": 16 * 2**20, "landlock": landlock,
                        "seccomp": None if seccomp is None else seccomp.hex(),
                        "seccomp_nr": None if seccomp is None else seccomp_syscall_number(),
-                       "keep": keep or [], "site_dirs": list(view.site_dirs) if view else []})
+                       "keep": keep or [], "site_dirs": list(view.site_dirs) if view else [],
+                       # A normal user's bubblewrap: its pid-namespace init runs as the job's uid too.
+                       "nproc_uncounted": nproc_uncounted})
 
 
 def _kept_in_scratch(roots: tuple[str, ...]) -> list[str]:
@@ -343,7 +345,7 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
     if kind == "bwrap":
         landlock = {"abi": abi, "read": _landlock_read_roots(), "write": [SCRATCH_INSIDE]} if abi else None
         config = _config(SCRATCH_INSIDE, True, preload, landlock=landlock, seccomp=seccomp,
-                         keep=_kept_in_scratch(python_roots()))
+                         keep=_kept_in_scratch(python_roots()), nproc_uncounted=0 if uid is not None else 1)
         return Launch(tuple(_bwrap_argv([ZYGOTE_INSIDE, config], limits, uid)), label, kind, env={},
                       landlock_abi=abi, uid=uid, **cgroups)
     problem = uid_problem()

@@ -43,6 +43,11 @@ _REMOVE_TIMEOUT_S = 60.0
 """Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
 _BWRAP_PROCESSES = 2
 """bubblewrap's own processes in a worker's pids cgroup (the outer one and its pid-namespace init)."""
+_WORKER_TASKS = 2
+"""Tasks of a worker that always exist besides a job's threads: the zygote and its job child."""
+_START_TASKS = 4
+"""Tasks a worker may need while it starts (the bind script's shell and a command it runs; the zygote and
+its trial child), whatever Limits.nproc is: the job limit is set before each job."""
 
 TIERS = {"plain": PLAIN_PRELOAD, "scientific": SCIENTIFIC_PRELOAD}
 """Kinds of worker, by what they preload. Most BizBench programs use plain arithmetic (the official
@@ -92,7 +97,8 @@ class _Worker:
                 control = pids_control()
                 # cgroup v2: one cgroup per process, so the pids limit goes into the memory cgroup when both are v2.
                 same = self.cgroup is not None and control.version == 2 and self.cgroup.control == control
-                self.pids = PidsCgroup(control, self.pids_limit(nproc), self.cgroup.path if same else None)
+                self.pids = PidsCgroup(control, self.pids_limit(max(nproc, _START_TASKS)),
+                                       self.cgroup.path if same else None)
             procs = sorted({group.procs_file for group in (self.cgroup, self.pids) if group is not None})
             if procs:
                 # The shell joins the cgroups, then becomes the worker: everything it starts is counted.
@@ -112,8 +118,9 @@ class _Worker:
         self._buffer = b""
 
     def pids_limit(self, nproc: int) -> int:
-        """pids.max for a job limit of `nproc` tasks of the worker's uid (its zygote included)."""
-        return nproc + (_BWRAP_PROCESSES if self.launch.kind == "bwrap" else 0)
+        """pids.max for a job limit of `nproc` tasks of the worker's uid (its zygote and the job's own process
+        included, as RLIMIT_NPROC counts them: the job may start nproc - 2 threads)."""
+        return max(nproc, _WORKER_TASKS) + (_BWRAP_PROCESSES if self.launch.kind == "bwrap" else 0)
 
     def wait_ready(self, timeout_s: float) -> None:
         try:
