@@ -15,12 +15,14 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from finharness.sandbox import Limits, Sandbox, _zygote, pool
+from finharness.sandbox import Limits, Sandbox, _zygote, launch, pool
 from tests.conftest import skip_or_fail_without_isolation
 
 AS_ROOT = os.geteuid() == 0
@@ -186,7 +188,7 @@ def test_the_harness_removes_a_swapped_in_link_without_following_it(place):
     top, outside = place
     shutil.rmtree(top)
     top.symlink_to(outside)
-    pool._remove_scratch(str(top))
+    launch.remove_scratch(str(top))
     assert not os.path.lexists(top) and (outside / "keep.txt").read_text() == "kept"
 
 
@@ -290,3 +292,23 @@ def test_the_slot_is_kept_when_the_replacement_cannot_start(monkeypatch):
         monkeypatch.setattr(pool, "plan_launch", real)
         assert box.run("2 + 2").value == 4.0  # the slot was kept: a worker started in it
         assert len(box.worker_pids()) == 2
+
+
+@pytest.mark.parametrize("kind", ["kernel", "bare"])
+def test_a_killed_harness_leaves_no_scratch_directory_behind_the_next_one(kind):
+    """SIGKILL leaves the harness no close(): the next harness's first worker removes what it left on the host."""
+    skip_or_fail_without_isolation(kind)
+    script = ("import json, time\nfrom finharness.sandbox import Sandbox\n"
+              f"box = Sandbox(pool_size=1, isolation={kind!r})\n"
+              "print(json.dumps([w.launch.scratch_dir for w in box._live]), flush=True)\ntime.sleep(120)\n")
+    harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        left = json.loads(harness.stdout.readline())
+    finally:
+        harness.kill()
+        harness.wait()
+    assert len(left) == 2 and all(os.path.isdir(path) and f"-{harness.pid}-" in path for path in left)
+    launch._remove_stale_scratch.cache_clear()  # as in a harness that starts now
+    with Sandbox(pool_size=1, limits=LIMITS, isolation=kind) as box:
+        assert box.run("6 * 7").value == 42.0
+    assert not any(os.path.lexists(path) for path in left)

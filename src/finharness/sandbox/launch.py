@@ -330,6 +330,38 @@ def _scratch_parent() -> str | None:
     return None
 
 
+_REMOVE_TIMEOUT_S = 60.0
+"""Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
+_SCRATCH_PREFIX = "finharness-sandbox-"
+
+
+def remove_scratch(path: str | None) -> None:
+    """Remove a host scratch directory, whatever a job left in it (modes, depth, links), in a process of its
+    own with a timeout: a tree that would take long, or a bug, cannot hang or crash the harness."""
+    if not path or not os.path.lexists(path):
+        return
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-B", str(_zygote.__file__), "--remove", path],
+                       env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=_REMOVE_TIMEOUT_S, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+@functools.cache
+def _remove_stale_scratch(parent: str) -> None:
+    """Once per harness: the scratch directories of harnesses that were killed (SIGKILL: no close(), no
+    finaliser), named by their pid, removed from `parent` (only this uid's, unless root)."""
+    for entry in Path(parent).glob(f"{_SCRATCH_PREFIX}*-*"):
+        pid = entry.name[len(_SCRATCH_PREFIX):].split("-", 1)[0]
+        try:
+            owned = os.geteuid() == 0 or entry.lstat().st_uid == os.geteuid()
+        except OSError:
+            continue
+        if pid.isdigit() and owned and not os.path.exists(f"/proc/{pid}"):
+            remove_scratch(str(entry))
+
+
 def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
                 preload: tuple[str, ...] = SCIENTIFIC_PRELOAD) -> Launch:
     """The command line of one new worker, with the strongest isolation allowed by `isolation`.
@@ -353,7 +385,9 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
         raise SandboxUnavailable(f"no job may run as uid 0: {problem}")
     view = python_view() if uid is not None else PythonView("readable", sys.executable, str(ZYGOTE_SOURCE),
                                                            python_roots())
-    scratch = tempfile.mkdtemp(prefix="finharness-sandbox-", dir=_scratch_parent())
+    parent = _scratch_parent() or tempfile.gettempdir()
+    _remove_stale_scratch(parent)
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=parent)
     if uid is not None:
         os.chown(scratch, uid, uid)
     env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch, **view.env}

@@ -34,13 +34,12 @@ from finharness.sandbox.launch import (
     isolation_label,
     missing_layers,
     plan_launch,
+    remove_scratch,
 )
 from finharness.sandbox.result import ExecResult, Limits, Mode, SandboxStartError
 
 _REPLY_GRACE_S = 10.0
 """Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
-_REMOVE_TIMEOUT_S = 60.0
-"""Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
 _BWRAP_PROCESSES = 2
 """bubblewrap's own processes in a worker's pids cgroup (the outer one and its pid-namespace init)."""
 _WORKER_TASKS = 2
@@ -109,7 +108,7 @@ class _Worker:
                 env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
         except BaseException:
             self._remove_cgroups()
-            _remove_scratch(launch.scratch_dir)
+            remove_scratch(launch.scratch_dir)
             raise
         self.jobs_done = 0
         self.cleanup_pending = False
@@ -206,7 +205,7 @@ class _Worker:
         for stream in (self.process.stdin, self.process.stdout, self.stderr):
             with suppress(Exception):
                 stream.close()
-        _remove_scratch(self.launch.scratch_dir)
+        remove_scratch(self.launch.scratch_dir)
         self._remove_cgroups()
 
     def _remove_cgroups(self) -> None:
@@ -214,19 +213,6 @@ class _Worker:
             if group is not None:
                 with suppress(Exception):
                     group.remove()
-
-
-def _remove_scratch(path: str | None) -> None:
-    """Remove a host scratch directory, whatever a job left in it (modes, depth, links), in a process of its
-    own with a timeout: a tree that would take long, or a bug, cannot hang or crash the harness."""
-    if not path or not os.path.lexists(path):
-        return
-    try:
-        subprocess.run([sys.executable, "-I", "-S", "-B", str(_zygote.__file__), "--remove", path],
-                       env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=_REMOVE_TIMEOUT_S, close_fds=True)
-    except (OSError, subprocess.SubprocessError):
-        pass
 
 
 def _stop_all(workers: set) -> None:
