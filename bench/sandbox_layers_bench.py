@@ -2,11 +2,13 @@
 
     git archive BASE_COMMIT src | tar -x -C /tmp/base      # the tree to compare with
     .venv/bin/python bench/sandbox_layers_bench.py --base-src /tmp/base/src [--programs 300 --rounds 3]
+        [--same-kinds [--kinds bwrap,kernel,bare]]
 
 Each round runs, one after the other in fresh processes, the same programs (sandbox_bench.programs, the
 P6 mix) through the warm pool of the base tree and of this one, `--pool-size` at a time, for each pair of
 isolations (base bubblewrap vs bubblewrap with seccomp + Landlock + memory cgroup; base rlimits fallback
-vs the `kernel` kind). Pool start-up is not timed. Prints executions/s and the workers' CPU time per job
+vs the `kernel` kind; with --same-kinds: bwrap, kernel and bare each against itself). Pool start-up is not
+timed. Prints executions/s and the workers' CPU time per job
 (their own and their reaped jobs', from /proc: steadier than the wall clock on a loaded machine) per round,
 the median ratios new/base, and the machine's load average.
 """
@@ -61,6 +63,8 @@ with Sandbox(pool_size={pool}, limits=Limits(cpu_s=2, wall_s=10), isolation={iso
 """
 PAIRS = (("bwrap", "bwrap"), ("rlimits", "kernel"))
 """(base isolation, new isolation): the same kind of worker before and after the kernel layers."""
+SAME_KINDS = (("bwrap", "bwrap"), ("kernel", "kernel"), ("bare", "bare"))
+"""--same-kinds: each kind against itself (a base tree that has all three, e.g. before issue 34's changes)."""
 
 
 def measure(src: Path, isolation: str, count: int, pool: int) -> dict:
@@ -78,19 +82,26 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=300)
     parser.add_argument("--pool-size", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--same-kinds", action="store_true", help="compare bwrap, kernel and bare each with itself")
+    parser.add_argument("--kinds", default="bwrap,kernel,bare", help="with --same-kinds: which (comma-separated)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at the start")
-    for base_isolation, new_isolation in PAIRS:
-        ratios, cpu_ratios = [], []
+    wanted = set(args.kinds.split(","))
+    pairs = [pair for pair in SAME_KINDS if pair[0] in wanted] if args.same_kinds else PAIRS
+    for base_isolation, new_isolation in pairs:
+        ratios, cpu_ratios, base_rates, new_rates = [], [], [], []
         for round_number in range(args.rounds):
             base = measure(args.base_src, base_isolation, args.programs, args.pool_size)
             new = measure(SRC, new_isolation, args.programs, args.pool_size)
+            base_rates.append(base["per_s"])
+            new_rates.append(new["per_s"])
             ratios.append(new["per_s"] / base["per_s"])
             cpu_ratios.append(new["cpu_ms"] / base["cpu_ms"])
             print(f"round {round_number + 1}: base {base['isolation']:<22} {base['per_s']:6.1f}/s "
                   f"{base['cpu_ms']:5.2f} ms CPU/job | new {new['isolation']:<38} {new['per_s']:6.1f}/s "
                   f"{new['cpu_ms']:5.2f} ms CPU/job | ratio {ratios[-1]:.3f}")
-        print(f"median new/base ({base_isolation} -> {new_isolation}): executions/s {statistics.median(ratios):.3f}, "
+        print(f"median ({base_isolation} -> {new_isolation}): base {statistics.median(base_rates):.1f}/s, new "
+              f"{statistics.median(new_rates):.1f}/s; new/base executions/s {statistics.median(ratios):.3f}, "
               f"worker CPU per job {statistics.median(cpu_ratios):.3f}")
     print(f"load average {os.getloadavg()[0]:.2f} (1 min) at the end")
 

@@ -151,7 +151,7 @@ PAGES: Mapping[str, Page] = {
                                   "runs/quick": ("docs/suite.md", "runs/quick"),
                                   "M.jsonl": ("README.md", "matches.jsonl"),
                                   "R.json": ("README.md", 122)}),
-    "docs/sandbox.md": Page(expect={96: sandbox_exit}),
+    "docs/sandbox.md": Page(expect={177: sandbox_exit}),
     "docs/suite.md": Page(),
     "docs/write-a-task.md": Page(placeholders={"DATA_DIR": "."}, prepare=write_a_task_files),
 }

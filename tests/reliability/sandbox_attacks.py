@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from finharness.sandbox.launch import _user_namespace
+
 Outcome = tuple[str, "str | None"]
 """(status, error_class); error_class None: any."""
 
@@ -76,6 +78,8 @@ AS_ROOT = os.geteuid() == 0
 """How the harness runs. As root every worker drops to a uid of its own, so what the bare kind (no kernel
 layers) leaks to a program that fools the guard shrinks to what that uid may reach; as a normal user the
 job is that user, and reaches what it owns."""
+USER_NAMESPACE = bool(_user_namespace())
+"""As a normal user, kernel and bare workers run in a user namespace of their own where the kernel allows it."""
 NPROC = 8
 """Limits.nproc of the attack suite: processes and threads of the worker's uid, the zygote and the job's
 main thread included, so a job may start at most NPROC - 2 threads."""
@@ -324,10 +328,12 @@ ATTACKS = [
     Attack("patched_guard_helper_reads_secret", _PATCH_GUARD + "answer = open('{secret_file}').read()",
            guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
            errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}),
+    # A normal user's bare worker in a user namespace of its own reads no /proc/PID/environ of the host's.
     Attack("patched_guard_helper_reads_victim_environ",
            _PATCH_GUARD + "answer = open('/proc/{victim}/environ').read()",
-           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT else (("ok", None),),
-           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT else {"bare": ("secret in output",)}, victim=True),
+           guarded=REFUSED, os_layer=REFUSED, bare=REFUSED if AS_ROOT or USER_NAMESPACE else (("ok", None),),
+           errno=NAMESPACE_OR_LANDLOCK, leaks={} if AS_ROOT or USER_NAMESPACE else {"bare": ("secret in output",)},
+           victim=True, layers={"bare": {13: "uid" if AS_ROOT else "user namespace"}}),
     Attack("patched_guard_helper_fills_host_tmp",
            _PATCH_GUARD + "for i in range(20):\n    open(f'/tmp/{mark}-fill-{{i}}', 'wb').write(b'x' * 2**20)\n"
            "answer = 20", guarded=REFUSED, os_layer=REFUSED, bare=(("ok", None),),
@@ -413,13 +419,22 @@ ATTACKS = [
            _ATTEMPT + "attempt('scratch', lambda: os.chmod('..', 0o777))\nattempt('job', lambda: os.chmod('.', 0))\n",
            os_layer=(("ok", None),), errno={"bwrap": (1,), "kernel": (1,)} if AS_ROOT else {"kernel": (1,)},
            layers={"bwrap": {1: "uid"}}),
+    # A hard link is a second name of the same inode: changing the link's mode changes the host file's.
+    Attack("hard_link_to_a_host_file_then_change_it",
+           _ATTEMPT + "attempt('link', lambda: os.link(os.__file__, 'linked'))\n"
+           "attempt('chmod', lambda: os.chmod('linked', 0o4777))\nattempt('utime', lambda: os.utime('linked', (0, 0)))\n",
+           # kernel: EXDEV where the scratch directory is on another file system, else protected_hardlinks
+           # (EPERM) or Landlock (EACCES); the mode and time changes: seccomp.
+           os_layer=(("ok", None),), errno={"bwrap": (2, 18), "kernel": (1, 13, 18)},
+           layers={"kernel": {18: "other file system"}}, leak_if=_done("host file changed", ("chmod", "utime"))),
     Attack("thread_bomb_past_the_process_limit",
            "import threading\nstop = threading.Event()\nanswer = 0\ntry:\n    for _ in range(150):\n"
            "        threading.Thread(target=stop.wait, daemon=True).start()\n        answer += 1\n"
            "except RuntimeError:\n    pass\nstop.set()",
            guarded=(("ok", None),), os_layer=(("ok", None),),
            leak_if=_over(NPROC - 2, "process limit crossed"),
-           describe=lambda r: f"RLIMIT_NPROC/pids cgroup ({r.value:.0f} threads)" if r.ok else None),
+           describe=lambda r: (f"{'pids cgroup+' if 'pids' in r.isolation else ''}RLIMIT_NPROC ({r.value:.0f} threads)"
+                               if r.ok else None)),
     Attack("lock_a_host_file",
            "import fcntl, struct\n" + _ATTEMPT + "fd = os.open(os.__file__, os.O_RDONLY)\n"
            "attempt('flock', lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))\n"
@@ -452,7 +467,8 @@ ATTACKS = [
 
 _ERRNO = re.compile(r"\[Errno (\d+)\]")
 LAYER_BY_ERRNO = {1: "seccomp", 13: "Landlock", 2: "mount namespace", 30: "read-only mount", 28: "sized tmpfs",
-                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp", 11: "RLIMIT_NPROC/pids cgroup"}
+                  24: "RLIMIT_NOFILE", 27: "RLIMIT_FSIZE", 38: "seccomp", 11: "RLIMIT_NPROC/pids cgroup",
+                  18: "mount namespace"}
 
 
 def refusal_errno(message: str | None) -> int | None:

@@ -17,6 +17,7 @@ FINHARNESS_REQUIRE_BWRAP / _KERNEL / _ALL is not set) those configurations are l
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -120,18 +121,27 @@ def attributes(paths) -> dict[str, tuple]:
     return found
 
 
-@pytest.fixture(scope="module")
-def host(tmp_path_factory):
+@contextlib.contextmanager
+def host_world(directory: Path):
+    """What the attacks aim at: a secret file in `directory`, a listener, a victim process, watched files."""
     os.environ["FINHARNESS_TEST_SECRET"] = SECRET  # set before any sandbox exists
-    secret_file = tmp_path_factory.mktemp("secret") / "api_key.txt"
+    secret_file = directory / "api_key.txt"
     secret_file.write_text(SECRET)
     listener, victim = Listener(), Victim()
     watched = (*WATCHED, str(secret_file))
-    yield {"listener": listener, "secret_file": secret_file, "victim": victim, "watched": watched,
-           "attributes": attributes(watched)}
-    listener.close()
-    victim.stop()
-    os.environ.pop("FINHARNESS_TEST_SECRET", None)
+    try:
+        yield {"listener": listener, "secret_file": secret_file, "victim": victim, "watched": watched,
+               "attributes": attributes(watched)}
+    finally:
+        listener.close()
+        victim.stop()
+        os.environ.pop("FINHARNESS_TEST_SECRET", None)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    with host_world(tmp_path_factory.mktemp("secret")) as world:
+        yield world
 
 
 def _runs_here(kind: str) -> bool:

@@ -46,10 +46,16 @@ Isolation is enforced by the kernel in every kind of worker; the layers in force
 - ``kernel`` workers (no bubblewrap: it is missing or cannot run): seccomp
   and Landlock are then both required, the job directory is read-only (no
   sized file system can be mounted), a network namespace is added where
-  ``unshare --net`` is permitted, capabilities are dropped (and the uid too,
-  as root, where the Python installation is readable by others). What stays
+  ``unshare --net`` is permitted, capabilities are dropped, and the uid is
+  never 0: as root each worker gets a uid of its own, the Python installation
+  made readable to it (finharness.sandbox.access: bound back in a private
+  mount namespace, else mirrored); as a normal user, that user in a user
+  namespace of the worker's own where the kernel allows one. What stays
   visible without a mount namespace: the existence and metadata of host paths
   (Landlock does not mediate stat()), never their contents.
+- ``pids`` (where a pids cgroup can be had, as memcg): the worker's processes
+  and threads together bounded; elsewhere RLIMIT_NPROC of a uid (or user
+  namespace) that counts the worker alone.
 - ``audit`` (default on): a ``sys.addaudithook`` guard installed in each job
   before the program runs, which refuses sockets, processes, signals to other
   processes, ctypes, sub-interpreters, raising limits, writes outside the job
@@ -62,9 +68,11 @@ Isolation is enforced by the kernel in every kind of worker; the layers in force
   "bare" (tests, measurements) run it, and `Sandbox.warning` says so.
 
 Every job process also gets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC,
-RLIMIT_NOFILE (64) and no core dumps, plus a wall-clock kill. Failures are
-recorded, never raised: ``status`` (ok / timeout / memory / error) and
-``error_class`` say why.
+RLIMIT_NOFILE (64), RLIMIT_SIGPENDING (64) and no core dumps, plus a wall-clock
+kill. After each job the worker empties its scratch directory whatever the job
+left there; if anything survives or the cleanup fails, the worker is replaced
+in its slot. Failures are recorded, never raised: ``status`` (ok / timeout /
+memory / error) and ``error_class`` say why.
 """
 
 from finharness.sandbox.launch import bwrap_problem, kernel_problem, resolve_kind

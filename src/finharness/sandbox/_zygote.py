@@ -44,6 +44,7 @@ import os
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 import time
@@ -375,14 +376,16 @@ def _confine(job_dir: str) -> None:
         _kernel.filter_calls()  # last: from here on, no limit can be raised and no program started
 
 
-def _limit(pid: int, limits: dict) -> None:
-    """Set a waiting job child's resource limits from the zygote (the child's filter forbids setting them)."""
+def _limit(pid: int, limits: dict, nproc_uncounted: int = 0) -> None:
+    """Set a waiting job child's resource limits from the zygote (the child's filter forbids setting them).
+    `nproc_uncounted`: tasks of the worker's uid that are not the worker's (bubblewrap's init, as a normal
+    user), so that `nproc` means the same under every kind."""
     mb = 2**20
     cpu = max(1, math.ceil(limits["cpu_s"]))
     # CPU: SIGXCPU at the soft limit, SIGKILL one second later if the program ignores it.
     for which, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2),
                          (resource.RLIMIT_FSIZE, (limits["file_mb"] * mb,) * 2),
-                         (resource.RLIMIT_NPROC, (limits["nproc"],) * 2),
+                         (resource.RLIMIT_NPROC, (limits["nproc"] + nproc_uncounted,) * 2),
                          (resource.RLIMIT_NOFILE, (_JOB_OPEN_FILES,) * 2), (resource.RLIMIT_CORE, (0, 0)),
                          (resource.RLIMIT_SIGPENDING, (_JOB_PENDING_SIGNALS,) * 2)):
         resource.prlimit(pid, which, value)
@@ -611,8 +614,8 @@ def _children_from_proc() -> list[int]:
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                with open(f"/proc/{entry.name}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry.name}/stat") as stat_file:
+                    fields = stat_file.read().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             if int(fields[1]) == os.getpid():
@@ -660,7 +663,7 @@ def _sweep(child_pid: int, pid_namespace: bool) -> bool:
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _open_directory(name: str, parent_fd: int) -> int:
+def _open_directory(name: str, parent_fd: int | None) -> int:
     """Open a subdirectory the job made, whatever mode it gave it (mkdir's mode needs no chmod: 0300 or 0000
     leave its owner unable to list it). Never follows a symlink."""
     try:
@@ -682,7 +685,8 @@ def _open_directory(name: str, parent_fd: int) -> int:
 def _unlink_entries(fd: int, where: str, left: list) -> list[str]:
     """Remove every non-directory in the directory `fd`; return the names of its subdirectories."""
     if os.fstat(fd).st_mode & 0o700 != 0o700:  # listed but not writable (0500): entries cannot be unlinked
-        os.fchmod(fd, 0o700)
+        with suppress(OSError):  # not its owner: what cannot be unlinked is named below
+            os.fchmod(fd, 0o700)
     with os.scandir(fd) as listing:
         entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
     subdirectories = []
@@ -706,7 +710,7 @@ def remove_contents(top: str) -> list[str]:
     Iterative, with one open directory at a time and names relative to it: no recursion limit, no PATH_MAX,
     no descriptor per level (a tree 100,000 deep costs a list of names)."""
     left: list[str] = []
-    fd = os.open(top, _DIRECTORY)
+    fd = _open_directory(top, None)
     try:
         device = os.fstat(fd).st_dev
         names: list[str] = []  # from top down to the directory `fd`
@@ -832,7 +836,7 @@ def run_job(job: dict, child: _Prepared, config: dict) -> dict:
     limits = job["limits"]
     started = time.monotonic()
     with suppress(BrokenPipeError, ProcessLookupError):  # the child is gone: its exit status tells why
-        _limit(child.pid, limits)
+        _limit(child.pid, limits, config.get("nproc_uncounted", 0))
         write_frame(child.job_write, job)
     os.close(child.job_write)
     child.job_write = -1
@@ -879,7 +883,12 @@ def clean_up(child: _Prepared, config: dict) -> bool:
         child.close()
         if not _sweep(child.pid, config["pid_namespace"]):
             return False  # a process lives on: it could refill the directory behind the cleanup
-        left = remove_contents(config["scratch_dir"])
+        scratch, mode = config["scratch_dir"], os.lstat(config["scratch_dir"]).st_mode
+        if not stat.S_ISDIR(mode):  # swapped for a link or a file (bare: the job's uid owns its scratch)
+            return False
+        if mode & 0o7777 != config["scratch_mode"]:  # changed by the job (as its owner): set back
+            os.chmod(scratch, config["scratch_mode"])
+        left = remove_contents(scratch)
         return set(left) <= set(config["keep"])
     except BaseException:  # RecursionError, MemoryError, a descriptor limit: this worker is not reused
         return False
@@ -887,8 +896,12 @@ def clean_up(child: _Prepared, config: dict) -> bool:
 
 def _remove_tree_command(path: str) -> int:
     """`zygote.py --remove PATH`: the harness removes a worker's host scratch directory in a process of its
-    own (killed at a timeout), never in its own stack."""
+    own (killed at a timeout), never in its own stack. Whatever stands at PATH that is not a directory (a
+    symlink swapped in) is removed itself, never followed."""
     try:
+        if not os.path.isdir(path) or os.path.islink(path):
+            os.unlink(path)
+            return 0
         left = remove_contents(path)
         if not left:
             os.rmdir(path)
@@ -922,6 +935,7 @@ def main() -> None:
     os.close(devnull)
     config["protocol_fds"] = [proto_in, proto_out]
     os.makedirs(config["scratch_dir"], exist_ok=True)
+    config["scratch_mode"] = os.lstat(config["scratch_dir"]).st_mode & 0o7777  # restored after each job
     for module in config["preload"]:
         __import__(module)
     import ctypes

@@ -153,13 +153,15 @@ def _bwrap_argv(python_args: list[str], limits: Limits, uid: int | None) -> list
 
 def _config(scratch_dir: str, pid_namespace: bool, preload: tuple[str, ...], *,
             landlock: dict | None = None, seccomp: bytes | None = None, keep: list[str] | None = None,
-            view: PythonView | None = None) -> str:
+            view: PythonView | None = None, nproc_uncounted: int = 0) -> str:
     return json.dumps({"scratch_dir": scratch_dir, "pid_namespace": pid_namespace,
                        "read_roots": _read_roots(view.roots if view else None), "preload": list(preload),
                        "max_result_bytes": 16 * 2**20, "landlock": landlock,
                        "seccomp": None if seccomp is None else seccomp.hex(),
                        "seccomp_nr": None if seccomp is None else seccomp_syscall_number(),
-                       "keep": keep or [], "site_dirs": list(view.site_dirs) if view else []})
+                       "keep": keep or [], "site_dirs": list(view.site_dirs) if view else [],
+                       # A normal user's bubblewrap: its pid-namespace init runs as the job's uid too.
+                       "nproc_uncounted": nproc_uncounted})
 
 
 def _kept_in_scratch(roots: tuple[str, ...]) -> list[str]:
@@ -263,12 +265,31 @@ def missing_layers() -> str:
     return "; ".join(p for p in (bwrap_problem(), kernel_problem()) if p) or "nothing"
 
 
-@functools.cache
-def _can_unshare_net() -> bool:
+def _unshare_works(*flags: str) -> bool:
     unshare = shutil.which("unshare")
     if unshare is None:
         return False
-    return subprocess.run([unshare, "--net", "--", "true"], env={}, capture_output=True).returncode == 0
+    return subprocess.run([unshare, *flags, "--", "true"], env={}, capture_output=True).returncode == 0
+
+
+@functools.cache
+def _user_namespace() -> tuple[str, ...]:
+    """unshare flags that give a worker started by a normal user a user namespace of its own (its uid mapped
+    to itself), or () where none may be had or the harness is root (it drops to a uid of its own instead).
+
+    Why: RLIMIT_NPROC counts every task of a real uid in its user namespace. Without one, a normal user's
+    job shares the count with all of that user's processes (a desktop's hundreds: no thread could start,
+    while the limit bounds nothing of the job's own); inside one, it counts the worker's tasks alone. It also
+    lets a normal user have the network namespace."""
+    if os.geteuid() == 0:
+        return ()
+    flags = ("--user", "--map-current-user")
+    return flags if _unshare_works(*flags) else ()
+
+
+@functools.cache
+def _can_unshare_net() -> bool:
+    return _unshare_works(*_user_namespace(), "--net")
 
 
 def isolation_label(isolation: IsolationChoice, audit: bool) -> str:
@@ -309,6 +330,38 @@ def _scratch_parent() -> str | None:
     return None
 
 
+_REMOVE_TIMEOUT_S = 60.0
+"""Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
+_SCRATCH_PREFIX = "finharness-sandbox-"
+
+
+def remove_scratch(path: str | None) -> None:
+    """Remove a host scratch directory, whatever a job left in it (modes, depth, links), in a process of its
+    own with a timeout: a tree that would take long, or a bug, cannot hang or crash the harness."""
+    if not path or not os.path.lexists(path):
+        return
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-B", str(_zygote.__file__), "--remove", path],
+                       env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=_REMOVE_TIMEOUT_S, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+@functools.cache
+def _remove_stale_scratch(parent: str) -> None:
+    """Once per harness: the scratch directories of harnesses that were killed (SIGKILL: no close(), no
+    finaliser), named by their pid, removed from `parent` (only this uid's, unless root)."""
+    for entry in Path(parent).glob(f"{_SCRATCH_PREFIX}*-*"):
+        pid = entry.name[len(_SCRATCH_PREFIX):].split("-", 1)[0]
+        try:
+            owned = os.geteuid() == 0 or entry.lstat().st_uid == os.geteuid()
+        except OSError:
+            continue
+        if pid.isdigit() and owned and not os.path.exists(f"/proc/{pid}"):
+            remove_scratch(str(entry))
+
+
 def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
                 preload: tuple[str, ...] = SCIENTIFIC_PRELOAD) -> Launch:
     """The command line of one new worker, with the strongest isolation allowed by `isolation`.
@@ -324,7 +377,7 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
     if kind == "bwrap":
         landlock = {"abi": abi, "read": _landlock_read_roots(), "write": [SCRATCH_INSIDE]} if abi else None
         config = _config(SCRATCH_INSIDE, True, preload, landlock=landlock, seccomp=seccomp,
-                         keep=_kept_in_scratch(python_roots()))
+                         keep=_kept_in_scratch(python_roots()), nproc_uncounted=0 if uid is not None else 1)
         return Launch(tuple(_bwrap_argv([ZYGOTE_INSIDE, config], limits, uid)), label, kind, env={},
                       landlock_abi=abi, uid=uid, **cgroups)
     problem = uid_problem()
@@ -332,11 +385,14 @@ def plan_launch(limits: Limits, *, isolation: IsolationChoice, audit: bool,
         raise SandboxUnavailable(f"no job may run as uid 0: {problem}")
     view = python_view() if uid is not None else PythonView("readable", sys.executable, str(ZYGOTE_SOURCE),
                                                            python_roots())
-    scratch = tempfile.mkdtemp(prefix="finharness-sandbox-", dir=_scratch_parent())
+    parent = _scratch_parent() or tempfile.gettempdir()
+    _remove_stale_scratch(parent)
+    scratch = tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=parent)
     if uid is not None:
         os.chown(scratch, uid, uid)
     env = {**WORKER_ENV, "HOME": scratch, "TMPDIR": scratch, **view.env}
-    namespaces = (["--net"] if "netns" in label else []) + (["--mount"] if view.how == "bind" else [])
+    namespaces = [*_user_namespace(), *(["--net"] if "netns" in label else []),
+                  *(["--mount"] if view.how == "bind" else [])]
     prefix = ["unshare", *namespaces, "--"] if namespaces else []
     if view.how == "bind":
         # Root, in the worker's own mount namespace: the Python installation made visible, then the uid drop.

@@ -34,15 +34,19 @@ from finharness.sandbox.launch import (
     isolation_label,
     missing_layers,
     plan_launch,
+    remove_scratch,
 )
 from finharness.sandbox.result import ExecResult, Limits, Mode, SandboxStartError
 
 _REPLY_GRACE_S = 10.0
 """Seconds a worker may take beyond the wall limit to answer (fork, sweep, cleanup) before it is replaced."""
-_REMOVE_TIMEOUT_S = 60.0
-"""Seconds the removal of a stopped worker's host scratch directory may take (in a process of its own)."""
 _BWRAP_PROCESSES = 2
 """bubblewrap's own processes in a worker's pids cgroup (the outer one and its pid-namespace init)."""
+_WORKER_TASKS = 2
+"""Tasks of a worker that always exist besides a job's threads: the zygote and its job child."""
+_START_TASKS = 4
+"""Tasks a worker may need while it starts (the bind script's shell and a command it runs; the zygote and
+its trial child), whatever Limits.nproc is: the job limit is set before each job."""
 
 TIERS = {"plain": PLAIN_PRELOAD, "scientific": SCIENTIFIC_PRELOAD}
 """Kinds of worker, by what they preload. Most BizBench programs use plain arithmetic (the official
@@ -92,7 +96,8 @@ class _Worker:
                 control = pids_control()
                 # cgroup v2: one cgroup per process, so the pids limit goes into the memory cgroup when both are v2.
                 same = self.cgroup is not None and control.version == 2 and self.cgroup.control == control
-                self.pids = PidsCgroup(control, self.pids_limit(nproc), self.cgroup.path if same else None)
+                self.pids = PidsCgroup(control, self.pids_limit(max(nproc, _START_TASKS)),
+                                       self.cgroup.path if same else None)
             procs = sorted({group.procs_file for group in (self.cgroup, self.pids) if group is not None})
             if procs:
                 # The shell joins the cgroups, then becomes the worker: everything it starts is counted.
@@ -103,7 +108,7 @@ class _Worker:
                 env=launch.env, cwd=launch.scratch_dir or "/", start_new_session=True, close_fds=True)
         except BaseException:
             self._remove_cgroups()
-            _remove_scratch(launch.scratch_dir)
+            remove_scratch(launch.scratch_dir)
             raise
         self.jobs_done = 0
         self.cleanup_pending = False
@@ -112,8 +117,9 @@ class _Worker:
         self._buffer = b""
 
     def pids_limit(self, nproc: int) -> int:
-        """pids.max for a job limit of `nproc` tasks of the worker's uid (its zygote included)."""
-        return nproc + (_BWRAP_PROCESSES if self.launch.kind == "bwrap" else 0)
+        """pids.max for a job limit of `nproc` tasks of the worker's uid (its zygote and the job's own process
+        included, as RLIMIT_NPROC counts them: the job may start nproc - 2 threads)."""
+        return max(nproc, _WORKER_TASKS) + (_BWRAP_PROCESSES if self.launch.kind == "bwrap" else 0)
 
     def wait_ready(self, timeout_s: float) -> None:
         try:
@@ -199,7 +205,7 @@ class _Worker:
         for stream in (self.process.stdin, self.process.stdout, self.stderr):
             with suppress(Exception):
                 stream.close()
-        _remove_scratch(self.launch.scratch_dir)
+        remove_scratch(self.launch.scratch_dir)
         self._remove_cgroups()
 
     def _remove_cgroups(self) -> None:
@@ -207,19 +213,6 @@ class _Worker:
             if group is not None:
                 with suppress(Exception):
                     group.remove()
-
-
-def _remove_scratch(path: str | None) -> None:
-    """Remove a host scratch directory, whatever a job left in it (modes, depth, links), in a process of its
-    own with a timeout: a tree that would take long, or a bug, cannot hang or crash the harness."""
-    if not path or not os.path.lexists(path):
-        return
-    try:
-        subprocess.run([sys.executable, "-I", "-S", "-B", str(_zygote.__file__), "--remove", path],
-                       env={"PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=_REMOVE_TIMEOUT_S, close_fds=True)
-    except (OSError, subprocess.SubprocessError):
-        pass
 
 
 def _stop_all(workers: set) -> None:
