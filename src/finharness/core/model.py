@@ -13,6 +13,7 @@ which resolves a model spec or takes a backend already made.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -499,11 +500,30 @@ class CachedModel:
 
     async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
         key, req_json, req_text = self.call_key(kind, request)
-        stored = self.stored_response(kind, key)
-        if stored is not None:
-            self.counters.cache_hits += 1
-            return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+        in_flight: dict[str, asyncio.Future] = self._shared.setdefault("in_flight", {})
+        loop = asyncio.get_running_loop()
+        while True:
+            stored = self.stored_response(kind, key)
+            if stored is not None:
+                self.counters.cache_hits += 1
+                return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+            other = in_flight.get(key)
+            if other is None or other.get_loop() is not loop:
+                break
+            # the same call is being made for another sample or row (UCFE dialogues, a RAG prompt with no passage
+            # equal to No-RAG's): wait for it, then read its answer from the store; if it failed, make it here
+            await asyncio.shield(other)
+        mine = in_flight[key] = loop.create_future()
+        try:
+            return await self._make_call(kind, request, method, key, req_json, req_text)
+        finally:
+            if in_flight.get(key) is mine:
+                del in_flight[key]
+            mine.set_result(None)
 
+    async def _make_call(self, kind: str, request: Any, method: Callable[[Any], Any], key: str,
+                         req_json: Mapping[str, Any], req_text: str) -> Any:
+        """Make a call the store does not hold, store its answer (or its failure) and record it."""
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
 
