@@ -332,6 +332,10 @@ def cache_fields(resp: GenerateResponse) -> dict[str, int]:
     return {name: getattr(resp, name) for name in ("cached_tokens", "cache_write_tokens") if getattr(resp, name)}
 
 
+CLAIM_POLL_S, MAX_CLAIM_POLL_S = 0.05, 1.0
+"""How often a call another process is making is looked for in the store: from every 50 ms, doubling, to every 1 s."""
+
+
 class CachedModel:
     """A backend seen through the store: what Task.solve uses (ModelHandle)."""
 
@@ -515,7 +519,24 @@ class CachedModel:
             await asyncio.shield(other)
         mine = in_flight[key] = loop.create_future()
         try:
-            return await self._make_call(kind, request, method, key, req_json, req_text)
+            wait = CLAIM_POLL_S
+            while not self.store.claim_call(key):  # another process on this store is making it: wait for its answer
+                await asyncio.sleep(wait)
+                wait = min(2 * wait, MAX_CLAIM_POLL_S)
+                stored = self.stored_response(kind, key)
+                if stored is not None:
+                    self.counters.cache_hits += 1
+                    return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+            try:
+                stored = self.stored_response(kind, key)  # committed by another process since the first look
+                if stored is not None:
+                    self.store.release_call(key)
+                    self.counters.cache_hits += 1
+                    return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+                return await self._make_call(kind, request, method, key, req_json, req_text)
+            except BaseException:
+                self.store.release_call(key)  # kept until its commit where the answer was stored
+                raise
         finally:
             if in_flight.get(key) is mine:
                 del in_flight[key]
