@@ -13,6 +13,7 @@ which resolves a model spec or takes a backend already made.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -331,6 +332,10 @@ def cache_fields(resp: GenerateResponse) -> dict[str, int]:
     return {name: getattr(resp, name) for name in ("cached_tokens", "cache_write_tokens") if getattr(resp, name)}
 
 
+CLAIM_POLL_S, MAX_CLAIM_POLL_S = 0.05, 1.0
+"""How often a call another process is making is looked for in the store: from every 50 ms, doubling, to every 1 s."""
+
+
 class CachedModel:
     """A backend seen through the store: what Task.solve uses (ModelHandle)."""
 
@@ -499,11 +504,47 @@ class CachedModel:
 
     async def _call(self, kind: str, request: Any, method: Callable[[Any], Any]) -> Any:
         key, req_json, req_text = self.call_key(kind, request)
-        stored = self.stored_response(kind, key)
-        if stored is not None:
-            self.counters.cache_hits += 1
-            return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+        in_flight: dict[str, asyncio.Future] = self._shared.setdefault("in_flight", {})
+        loop = asyncio.get_running_loop()
+        while True:
+            stored = self.stored_response(kind, key)
+            if stored is not None:
+                self.counters.cache_hits += 1
+                return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+            other = in_flight.get(key)
+            if other is None or other.get_loop() is not loop:
+                break
+            # the same call is being made for another sample or row (UCFE dialogues, a RAG prompt with no passage
+            # equal to No-RAG's): wait for it, then read its answer from the store; if it failed, make it here
+            await asyncio.shield(other)
+        mine = in_flight[key] = loop.create_future()
+        try:
+            wait = CLAIM_POLL_S
+            while not self.store.claim_call(key):  # another process on this store is making it: wait for its answer
+                await asyncio.sleep(wait)
+                wait = min(2 * wait, MAX_CLAIM_POLL_S)
+                stored = self.stored_response(kind, key)
+                if stored is not None:
+                    self.counters.cache_hits += 1
+                    return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+            try:
+                stored = self.stored_response(kind, key)  # committed by another process since the first look
+                if stored is not None:
+                    self.store.release_call(key)
+                    self.counters.cache_hits += 1
+                    return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
+                return await self._make_call(kind, request, method, key, req_json, req_text)
+            except BaseException:
+                self.store.release_call(key)  # kept until its commit where the answer was stored
+                raise
+        finally:
+            if in_flight.get(key) is mine:
+                del in_flight[key]
+            mine.set_result(None)
 
+    async def _make_call(self, kind: str, request: Any, method: Callable[[Any], Any], key: str,
+                         req_json: Mapping[str, Any], req_text: str) -> Any:
+        """Make a call the store does not hold, store its answer (or its failure) and record it."""
         def on_retry(attempt: int, err: BaseException, delay: float) -> None:
             self.counters.retries += 1
 

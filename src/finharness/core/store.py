@@ -25,15 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
 import sqlite3
+import struct
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from ..data.errors import DataError
 from ..redact import redact, redact_args
@@ -292,6 +294,61 @@ def _opening(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
+"""Linux's open-file-description record lock (None elsewhere: calls are not claimed across processes there)."""
+
+
+class CallClaims:
+    """Which process makes a call that no store holds yet, when several processes share one store (two suites on
+    one out folder, two runs on one --store): an exclusive record lock on one byte of the sidecar `<store>.lock` per
+    content key (the offset a hash of the key), taken before the call is made and dropped once its answer is
+    committed, or when it failed. Another process finding the byte locked waits for the answer instead of making
+    the call again. Open-file-description locks: closing another descriptor of the file (the opening flock's) does
+    not drop them, and the kernel drops them with the descriptor, so a process killed mid-call blocks no one.
+    Without them (not Linux, or the sidecar cannot be opened) every claim is granted: two processes may then both
+    make a call neither has stored, as before; nothing is lost either way."""
+
+    def __init__(self, store: Path):
+        self._fd: int | None = None
+        self._held: set[str] = set()
+        if OFD_SETLK is None:
+            return
+        try:
+            self._fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            self._fd = None
+
+    def _set(self, key: str, kind: int) -> bool:
+        offset = int.from_bytes(hashlib.sha256(key.encode()).digest()[:7], "big")
+        flock = struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)  # struct flock; l_pid 0 for OFD locks
+        try:
+            fcntl.fcntl(self._fd, OFD_SETLK, flock)  # type: ignore[union-attr,arg-type]
+        except OSError:  # EAGAIN / EACCES: another open description holds it
+            return False
+        return True
+
+    def take(self, key: str) -> bool:
+        """Claim `key` (never blocks): False when another process holds it; True when this store does now."""
+        if self._fd is None or key in self._held:
+            return True
+        if not self._set(key, fcntl.F_WRLCK):  # type: ignore[union-attr]
+            return False
+        self._held.add(key)
+        return True
+
+    def drop(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            if key in self._held:
+                self._held.discard(key)
+                self._set(key, fcntl.F_UNLCK)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # drops every claim still held
+            self._fd = None
+            self._held.clear()
+
+
 class RunStore:
     """A SQLite file shared by any number of runs (and processes: WAL + busy timeout). Any number of
     processes may create or open one store at once (the WAL switch and the migration are serialised)."""
@@ -313,6 +370,7 @@ class RunStore:
         self._batch: asyncio.Future[None] | None = None
         """Resolved when the loop-iteration commit of the queued rows is done (None: none scheduled)."""
         self._batch_loop: asyncio.AbstractEventLoop | None = None
+        self._claims = CallClaims(self.path)
         try:
             with _opening(self.path):
                 self._schema_version()  # a foreign or newer file is refused before anything is written to it
@@ -321,6 +379,7 @@ class RunStore:
                 self._migrate()
         except BaseException as err:
             self._conn.close()
+            self._claims.close()
             if isinstance(err, sqlite3.Error):
                 raise store_error(self.path, err) from err
             raise
@@ -403,7 +462,9 @@ class RunStore:
                 self._drop_unstorable()  # a row SQLite cannot bind would fail every later commit too
             raise
         self._queued.clear()
+        committed = list(self._queued_calls)
         self._queued_calls.clear()
+        self._claims.drop(committed)
 
     def _drop_unstorable(self) -> None:
         """Drop the queued rows SQLite can never bind (a reply holding half a surrogate pair, an
@@ -420,6 +481,7 @@ class RunStore:
         for sql, args in dropped:
             if sql.startswith("INSERT OR REPLACE INTO calls"):
                 self._queued_calls.pop(args[0], None)
+                self._claims.drop([args[0]])
 
     def _commit_batch(self) -> None:
         """The end-of-iteration commit scheduled by the first queued write; wakes `synced()`."""
@@ -487,6 +549,23 @@ class RunStore:
         self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?)",
                     (key, redact(backend), kind, redact(request_json), response_json, latency_s, time.time()),
                     call=(key, response_json, latency_s))
+        with self._lock:
+            if key not in self._queued_calls:  # committed already (no event loop): its claim goes
+                self._claims.drop([key])
+
+    @_reported
+    def claim_call(self, key: str) -> bool:
+        """Claim the making of call `key` for this process (CallClaims): False when another process sharing the
+        store is making it now (wait, and look in the store again). The claim goes when the call's row is
+        committed, or with release_call."""
+        with self._lock:
+            return self._claims.take(key)
+
+    def release_call(self, key: str) -> None:
+        """Drop the claim on a call that will not be stored (it failed, or was cancelled)."""
+        with self._lock:
+            if key not in self._queued_calls:
+                self._claims.drop([key])
 
     @_reported
     def put_failure(self, key: str, backend: str, kind: str, request: Mapping[str, Any], error: str,
@@ -725,6 +804,7 @@ class RunStore:
                 self._commit_queued()
             finally:  # a failed last commit still closes the connection (and its error is the one raised)
                 self._conn.close()
+                self._claims.close()
 
     def __enter__(self) -> "RunStore":
         return self
