@@ -424,6 +424,11 @@ class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
         typer.secho(f"\n{how}: samples finished and stored: {done} (store {self.store_path}); "
                     "every call made is kept", fg="yellow", err=True)
         typer.echo(f"resume with: {resume_command()}", err=True)
+        from .backends.batch import active_note
+
+        batches = active_note(self.store_path, self.store_path.parent)  # batches keep running at the provider
+        if batches:
+            typer.echo(batches, err=True)
         raise typer.Exit(SIGTERM_EXIT if self.signal == "SIGTERM" else 130)
 
 
