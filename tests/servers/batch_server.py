@@ -19,7 +19,7 @@ A batch moves one step per status request: OpenAI validating -> in_progress -> (
 poll) -> finalizing -> completed; Anthropic in_progress -> ... -> ended. A batch whose input is not valid (a line
 that is not JSON, a custom_id twice, a url other than the endpoint, more than `max_requests`) fails in validation.
 While `hold` is set nothing is processed. `expire_after_polls`: a batch still in progress after that many polls
-expires, its unprocessed requests in the error file (`batch_expired`; Anthropic: `expired` results); a cancel does
+expires (the next `expire_batches` batches only, where set), its unprocessed requests in the error file (`batch_expired`; Anthropic: `expired` results); a cancel does
 the same with `batch_cancelled` / `canceled`. `fail(body)` -> (status, message) or None makes a request fail (in the
 error file; Anthropic: an `errored` result), `fail_once` only the first time its custom_id is seen. Results come out
 of order (shuffled, seeded).
@@ -27,8 +27,8 @@ of order (shuffled, seeded).
 Replies are deterministic functions of the request (`responder(body)`, default a letter from a hash of the last user
 message), and so is usage: a word is a token; OpenAI reports as `prompt_tokens_details.cached_tokens` the tokens
 of every message before the last when they reach `cache_min` (a dialogue's history, as a provider's cache would
-have it from the turn before); Anthropic reports the prompt up to its last `cache_control` mark as
-`cache_read_input_tokens`. The same request gets the same reply live and in a batch.
+have it from the turn before); Anthropic reports the prompt up to its last `cache_control` mark but one as
+`cache_read_input_tokens` and the rest up to the last mark as `cache_creation_input_tokens`. The same request gets the same reply live and in a batch.
 
 Moments a test can stop the client at (threading.Events in `reached`): "created" (a batch exists at the server),
 "polled" (a status request answered in_progress), "results" (a results file was asked for). `pause_create` /
@@ -88,6 +88,7 @@ class Job:
     output_file: str | None = None
     error_file: str | None = None
     order: list[int] = field(default_factory=list)
+    expire_after: int | None = None
 
 
 class BatchStandIn(ThreadingHTTPServer):
@@ -111,6 +112,8 @@ class BatchStandIn(ThreadingHTTPServer):
         self.pause_create = False
         self.pause_results = False
         self.expire_after_polls: int | None = None
+        self.expire_batches: int | None = None
+        """How many of the next batches expire (None: every one while expire_after_polls is set)."""
         self.fail: Callable[[dict], tuple[int, str] | None] | None = None
         self.fail_once = False
         self._failed_once: set[str] = set()
@@ -148,13 +151,15 @@ class BatchStandIn(ThreadingHTTPServer):
             marked = isinstance(content, list) and any("cache_control" in b for b in content if isinstance(b, dict))
             blocks.append((_tokens(_text(content)) + 1, marked))
         marks = [i for i, (_, marked) in enumerate(blocks) if marked]
-        read = sum(n for n, _ in blocks[:marks[-1] + 1]) if marks else 0
+        # the prefix up to the mark before the last was cached by an earlier request; the rest up to the last is written
+        read = sum(n for n, _ in blocks[:marks[-2] + 1]) if len(marks) > 1 else 0
+        written = sum(n for n, _ in blocks[:marks[-1] + 1]) - read if marks else 0
         total = sum(n for n, _ in blocks)
         text = self.responder(body)
         return {"id": "msg_" + uuid.uuid4().hex[:8], "type": "message", "role": "assistant", "model": body.get("model"),
                 "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-                "usage": {"input_tokens": total - read, "output_tokens": _tokens(text) or 1,
-                          "cache_read_input_tokens": read, "cache_creation_input_tokens": 0}}
+                "usage": {"input_tokens": total - read - written, "output_tokens": _tokens(text) or 1,
+                          "cache_read_input_tokens": read, "cache_creation_input_tokens": written}}
 
     # -- batches ----------------------------------------------------------------------------------------------
     def create(self, provider: str, requests: list[tuple[str, dict]], metadata: dict, input_file: str | None,
@@ -163,6 +168,10 @@ class BatchStandIn(ThreadingHTTPServer):
             job = Job(("batch_" if provider == "openai" else "msgbatch_") + uuid.uuid4().hex[:12], provider,
                       requests, metadata, input_file, time.time(),
                       "validating" if provider == "openai" else "in_progress", refused=refused)
+            if self.expire_batches is None or self.expire_batches > 0:
+                job.expire_after = self.expire_after_polls
+                if self.expire_batches:
+                    self.expire_batches -= 1
             job.order = list(range(len(requests)))
             self.rng.shuffle(job.order)
             if refused is None:
@@ -235,7 +244,7 @@ class BatchStandIn(ThreadingHTTPServer):
                 return
             if job.status != "in_progress":
                 return
-            if self.expire_after_polls is not None and job.polls > self.expire_after_polls:
+            if job.expire_after is not None and job.polls > job.expire_after:
                 self._finish(job, "expired" if openai else "ended", "expired")
                 return
             if not self.hold.is_set():

@@ -52,7 +52,7 @@ def from_spec(spec: str, *, batch: bool = False) -> Backend:
     live_spec, settings = split_batch_spec(spec.strip())
     backend = _live_backend(live_spec)
     if settings is None and batch and can_batch(backend):
-        settings = BatchSettings()
+        settings = BatchSettings.from_env()
     return backend if settings is None else BatchBackend(backend, settings)
 
 

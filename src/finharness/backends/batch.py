@@ -27,7 +27,8 @@ rerun read and write the same store rows. What it does:
 
 Options (spec query, taken off before the live backend is made, never part of the identity): `batch=1`,
 `batch_poll=SECONDS` (between status requests, default 30), `batch_gather=SECONDS` (quiet time that closes a wave,
-default 2), `batch_max_requests=N` (fewer requests per batch than the provider's limit).
+default 2), `batch_max_requests=N` (fewer requests per batch than the provider's limit); $FINHARNESS_BATCH_POLL_S and
+$FINHARNESS_BATCH_GATHER_S set the first two for every batched model (`--batch`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,25 @@ class BatchSettings:
     max_bytes: int | None = None
     """Most bytes of JSONL per batch (None: the provider's limit)."""
 
+    @classmethod
+    def from_env(cls) -> "BatchSettings":
+        """The defaults, with $FINHARNESS_BATCH_POLL_S and $FINHARNESS_BATCH_GATHER_S where set (seconds): how a
+        machine's runs follow their batches, without changing the model specs."""
+        import os
+
+        made = cls()
+        for name, attr in (("FINHARNESS_BATCH_POLL_S", "poll_s"), ("FINHARNESS_BATCH_GATHER_S", "gather_s")):
+            raw = os.environ.get(name)
+            if raw:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    raise SpecError(f"${name} must be a number of seconds, not {raw!r}") from None
+                if not 0 <= value <= 86_400:
+                    raise SpecError(f"${name} must be between 0 and 86400 seconds, not {raw!r}")
+                made = replace(made, **{attr: value})
+        return made
+
 
 def split_batch_spec(spec: str) -> tuple[str, BatchSettings | None]:
     """(the spec without its batch options, the batch settings it asks for; None: live). The rest of the query is
@@ -99,10 +119,10 @@ def split_batch_spec(spec: str) -> tuple[str, BatchSettings | None]:
         raise SpecError(f"model spec {spec!r}: batch takes 1 or 0, got {flag!r}")
     if flag in ("0", "false", "no", "off"):
         return rest, None
-    return rest, settings_from(spec, mine)
+    return rest, settings_from(spec, mine, BatchSettings.from_env())
 
 
-def settings_from(spec: str, options: Mapping[str, str], base: BatchSettings = BatchSettings()) -> BatchSettings:
+def settings_from(spec: str, options: Mapping[str, str], base: BatchSettings) -> BatchSettings:
     """BatchSettings from a spec's batch options (SpecError naming a bad one)."""
     from .spec_options import float_option, int_option
 
@@ -801,7 +821,16 @@ def batched(backend: Backend, settings: BatchSettings | None = None) -> Backend:
     """`backend` in batch mode (a BatchBackend over it; one already batched is returned as it is)."""
     if getattr(backend, "batched", False):
         return backend
-    return BatchBackend(backend, settings or BatchSettings())
+    return BatchBackend(backend, settings or BatchSettings.from_env())
+
+
+def batch_wanted(choice: bool | Sequence[str], spec: str) -> bool:
+    """Whether a run's batch choice (RunOptions.batch: True, or specs and model names) takes in the model `spec`."""
+    from ..core.spending import model_name
+
+    if isinstance(choice, bool):
+        return choice
+    return spec in choice or model_name(spec) in choice
 
 
 def can_batch(backend: Backend) -> bool:

@@ -167,11 +167,12 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                out: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
     """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then UCFE's judging."""
     from ..backends import from_spec
+    from ..backends.batch import batch_wanted
     from .run import check_roles, does_not_fit
 
     check_roles(rows, judge, user)
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
-    backends = {spec: from_spec(spec) for spec in specs}
+    backends = {spec: from_spec(spec, batch=batch_wanted(options.batch, spec)) for spec in specs}
     store_path = out / "store.sqlite"
     store = open_existing_store(store_path)
     dry = DryRun()

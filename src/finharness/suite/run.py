@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backends import from_spec
+from ..backends.batch import batch_wanted
 from ..benchmarks.registry import TaskRef, resolve_task
 from ..core.backend import Backend
 from ..core.model import RunCounters
@@ -174,7 +175,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
     started = time.perf_counter()
     invoked = time.time()
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
-    backends: dict[str, Backend] = {spec: from_spec(spec) for spec in specs}
+    backends: dict[str, Backend] = {spec: from_spec(spec, batch=batch_wanted(options.batch, spec)) for spec in specs}
     problems = [f"{spec}: {problem}" for spec, backend in backends.items() if (problem := backend.preflight())]
     if problems:
         raise ValueError("; ".join(problems) + " (is the server running, and is the URL in the spec right? nothing "
