@@ -23,7 +23,7 @@ from ..core.backend import Backend
 from ..core.model import RunCounters
 from ..core.pool import PoolOutcome, run_dir_name, run_pool
 from ..core.runner import RunOptions
-from ..core.store import CUMULATIVE_COUNTS
+from ..core.store import CUMULATIVE_COUNTS, merge_billed
 from ..core.task import Task
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
@@ -326,10 +326,12 @@ def _run_model(rows: Sequence[PreparedRow], model: str, roles: Mapping[str, Back
 
 
 def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None}
+    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None,
+                             "billed": {}}
     for part in parts:
         for key in ("invocations", "wall_s", *CUMULATIVE_COUNTS):
             total[key] += part.get(key) or 0
+        merge_billed(total["billed"], part.get("billed") or {})
         if part.get("cost_usd") is not None:
             total["cost_usd"] = (total["cost_usd"] or 0.0) + part["cost_usd"]
     total["wall_s"] = round(total["wall_s"], 3)
