@@ -521,6 +521,12 @@ class BatchBackend(BaseBackend):
     def completion_limits(self, params: Any) -> Any:
         return self.inner.completion_limits(params)  # type: ignore[attr-defined]
 
+    def prompt_cache(self) -> Any:
+        return self.inner.prompt_cache()  # type: ignore[attr-defined]
+
+    def cache_blocks(self, request: GenerateRequest) -> Any:
+        return self.inner.cache_blocks(request)  # type: ignore[attr-defined]
+
     def bind_store(self, store: RunStore) -> None:
         """The run store the batches are recorded in (CachedModel calls this)."""
         if self._store is not None and self._store is not store and self._store.path != store.path:
