@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from finharness.backends import from_spec, open_model
-from finharness.backends.batch import BatchBackend, batch_wanted, request_from_json, split_batch_spec
+from finharness.backends.batch import BatchBackend, active_note, batch_wanted, request_from_json, split_batch_spec
 from finharness.core.backend import CallFailed, SpecError
 from finharness.core.hashing import canonical_json
 from finharness.core.model import RunCounters
@@ -197,9 +197,11 @@ def test_a_new_process_follows_the_batch_an_earlier_one_left(tmp_path: Path, sch
     assert sorted(server.submitted.values()) == [1] * 5
 
 
-def test_a_batch_whose_create_reply_was_lost_is_found_by_its_metadata(tmp_path: Path):
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_batch_whose_create_reply_was_lost_is_found_at_the_provider(tmp_path: Path, scheme: str):
     """Stopped while the create request was answered (the row says `creating`): the next process finds the batch at
-    the provider instead of sending the calls again."""
+    the provider (OpenAI: its metadata; Anthropic: the one batch of its size created since) instead of sending the
+    calls again, and says so on a stop."""
     prompts = questions(3)
 
     async def stop_when_created(handle, server):
@@ -210,13 +212,15 @@ def test_a_batch_whose_create_reply_was_lost_is_found_by_its_metadata(tmp_path: 
 
     with batch_server() as server:
         server.pause_create = True
-        first = open_model(batched(server, "openai"), tmp_path / "s.sqlite")
+        first = open_model(batched(server, scheme), tmp_path / "s.sqlite")
         asyncio.run(stop_when_created(first, server))
         with RunStore(tmp_path / "s.sqlite") as store:
             assert [row["state"] for row in store.batches()] == ["creating"]
+        note = active_note(tmp_path / "s.sqlite", tmp_path)
+        assert "1 batch(es) (3 request(s))" in note and f"finharness batch cancel {tmp_path}" in note
         server.pause_create = False
         server.release.set()
-        backend = batched(server, "openai")
+        backend = batched(server, scheme)
         replies = asyncio.run(ask_all(open_model(backend, tmp_path / "s.sqlite"), prompts))
     assert not any(isinstance(r, Exception) for r in replies)
     assert len(server.jobs) == 1 and sorted(server.submitted.values()) == [1] * 3 and backend.stats.batches == 0
