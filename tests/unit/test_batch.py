@@ -264,3 +264,15 @@ def test_spec_options():
         from_spec("fake?batch=1")
     assert not getattr(from_spec("fake", batch=True), "batched", False)  # --batch: the rest run live
     assert batch_wanted(("gpt-4o",), "openai:gpt-4o@http://h/v1") and not batch_wanted(("gpt-4o",), "openai:o1")
+
+
+def test_a_request_two_samples_ask_at_once_is_sent_and_billed_once(tmp_path: Path):
+    prompts = questions(3) + questions(2)  # questions 0 and 1 asked twice
+    with batch_server() as server:
+        backend = batched(server, "openai")
+        handle = open_model(backend, tmp_path / "s.sqlite")
+        replies = asyncio.run(ask_all(handle, prompts))
+    assert [r.text for r in replies[3:]] == [r.text for r in replies[:2]]
+    assert sum(server.submitted.values()) == 3 and backend.stats.waves == [3]
+    assert handle.counters.calls == 3 and handle.counters.cache_hits == 2
+    assert handle.counters.billed["model/batch"]["calls"] == 3

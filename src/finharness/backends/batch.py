@@ -554,6 +554,23 @@ class BatchBackend(BaseBackend):
             task.cancel()
         await self.inner.aclose()
 
+    def join(self, key: str) -> "asyncio.Future[GenerateResponse] | None":
+        """A future of the reply to the call `key` when it is already waiting here (asked by another sample), else
+        None; its reply is stored before the future is resolved (CachedModel then serves it from the store)."""
+        loop = asyncio.get_running_loop()
+        waiting = self._waiters.get(key) if self._loop is loop else None
+        if not waiting or all(f.done() for f in waiting):
+            return None
+        future: asyncio.Future[GenerateResponse] = loop.create_future()
+        waiting.append(future)
+
+        def leave(done: asyncio.Future[GenerateResponse]) -> None:
+            if done in waiting:
+                waiting.remove(done)
+
+        future.add_done_callback(leave)
+        return future
+
     async def generate(self, request: GenerateRequest) -> GenerateResponse:
         store = self._store
         if store is None:
