@@ -140,6 +140,8 @@ def test_a_suite_in_batch_mode_stores_and_scores_what_a_live_suite_does(tmp_path
     assert {k: cards[0][k] for k in SCORED} == {k: cards[1][k] for k in SCORED}
     modes = {m for entry in cards[1]["usage"] for m in (entry.get("billed") or {})}
     assert modes and all(m.endswith("/batch") for m in modes)
+    everything = next(u for u in cards[1]["usage"] if u["model"] == "all")
+    assert sum(f["calls"] for f in everything["billed"].values()) == sum(submitted.values())  # each billed once
 
 
 def test_batch_status_and_cancel_list_and_stop_a_runs_batches(tmp_path: Path):
