@@ -197,7 +197,7 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
             spending: Spending | None = None, temperature: float | None = None, max_tokens: int | None = None,
             system: str | None = None, thinking_budget: int | None = None, draws: int = 1, truncate: str = "error",
             max_prompt_tokens: int | None = None, sandbox: str | None = None,
-            versions: Mapping[str, Any] | None = None) -> Prepared:
+            versions: Mapping[str, Any] | None = None, batch: bool = False) -> Prepared:
     """Resolve the tasks and models of a run and its options (evaluate()'s parameters); raises on bad input."""
     from .backends import from_spec
     from .benchmarks.registry import resolve_task
@@ -235,7 +235,7 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
     backends: dict[str, Backend] = {}
     for role, m in specs.items():
         if isinstance(m, str):
-            backends[role] = by_spec[m] = by_spec.get(m) or from_spec(m)
+            backends[role] = by_spec[m] = by_spec.get(m) or from_spec(m, batch=batch)
         else:
             backends[role] = m
     model_name = model if isinstance(model, str) else getattr(model, "spec", "model")
@@ -244,7 +244,7 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
                              seed=seed, budget=PromptBudget(max_prompt_tokens, truncate),
                              versions=dict(versions or {}),
                              generation=GenerationOverrides(temperature, max_tokens, system, seed, thinking_budget),
-                             draws=draws, spending=spending)
+                             draws=draws, spending=spending, batch=batch)
     return Prepared(names, made, backends, run_options, out_dir, Path(store) if store else out_dir / "store.sqlite",
                     spending, refs, task_options)
 

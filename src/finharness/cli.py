@@ -96,6 +96,9 @@ SANDBOX_OPTION = typer.Option(None, help="Isolation of model-written programs (B
 NO_PULL_OPTION = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks that "
                               "pull on first use fail instead); same as FINHARNESS_NO_PULL=1.")
 JSON_PLAN_OPTION = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON.")
+BATCH_OPTION = typer.Option(False, "--batch", help="Send the calls of every openai: or anthropic: model through the "
+                            "provider's batch interface (about half price, results within 24 h; docs/backends.md); "
+                            "a rerun or `finharness batch status OUT` follows the batches.")
 
 
 @app.command()
@@ -151,6 +154,7 @@ def run(
                                  "prompt and completion tokens, what is stored, the cost at --price and the "
                                  "smallest difference the items detect (docs/plan.md)."),
     as_json: bool = JSON_PLAN_OPTION,
+    batch: bool = BATCH_OPTION,
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
@@ -198,7 +202,7 @@ def run(
                            seed=seed, data_dir=data_dir, out=out, store=resolve_store(store), concurrency=concurrency,
                            spending=spending, temperature=temperature, max_tokens=max_tokens, system=system,
                            thinking_budget=thinking_budget, draws=draws, truncate=truncate,
-                           max_prompt_tokens=max_prompt_tokens, sandbox=sandbox, versions=versions())
+                           max_prompt_tokens=max_prompt_tokens, sandbox=sandbox, versions=versions(), batch=batch)
     except (KeyError, ValueError, TypeError) as err:  # a task, option or model spec that cannot be used
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
     refs, tasks, task_objs, per_task = prepared.refs, prepared.names, prepared.tasks, prepared.task_options
@@ -424,6 +428,11 @@ class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
         typer.secho(f"\n{how}: samples finished and stored: {done} (store {self.store_path}); "
                     "every call made is kept", fg="yellow", err=True)
         typer.echo(f"resume with: {resume_command()}", err=True)
+        from .backends.batch import active_note
+
+        batches = active_note(self.store_path, self.store_path.parent)  # batches keep running at the provider
+        if batches:
+            typer.echo(batches, err=True)
         raise typer.Exit(SIGTERM_EXIT if self.signal == "SIGTERM" else 130)
 
 
@@ -593,6 +602,7 @@ def suite_cmd(
                                  "calls, tokens, what is stored, the cost at the prices and the smallest difference "
                                  "each row detects (docs/plan.md)."),
     as_json: bool = JSON_PLAN_OPTION,
+    batch: bool = BATCH_OPTION,
 ) -> None:
     """Run a suite of tasks for one or more models and write one scorecard.
 
@@ -624,7 +634,7 @@ def suite_cmd(
         fail(str(err))
     spending = make_spending(price, max_cost, budget_tokens, table=spec.prices)
     options = RunOptions(data_dir=root, concurrency=concurrency, budget=PromptBudget(), versions=versions(),
-                         spending=spending)
+                         spending=spending, batch=True if batch else spec.batch)
     if no_pull and pull:
         fail("--pull and --no-pull say the opposite; give one")
     rows, leave_out, missing = _data_before_work(spec, rows, root, judged=judge is not None, pull=pull and not dry_run,

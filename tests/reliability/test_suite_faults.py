@@ -728,7 +728,7 @@ def test_a_full_disk_while_ucfe_matches_are_rewritten_keeps_the_earlier_ones(tmp
     out = small_disk.path
     before = {name: (out / name).read_bytes() for name in ("ucfe/matches.jsonl", "suite.json", "scorecard.json")}
     args = suite_args(suite_data, "model", "b")
-    proc = full_at("finharness.suite.ucfe:write_matches:1", args, tmp_path, small_disk)
+    proc = full_at("finharness.benchmarks.ucfe.suite_step:write_matches:1", args, tmp_path, small_disk)
     check_one_error(proc, small_disk, "out/ucfe/matches.jsonl")
     assert {name: (out / name).read_bytes() for name in before} == before, "the earlier files are whole"
     small_disk.free()

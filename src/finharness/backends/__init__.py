@@ -43,8 +43,20 @@ def available_backends() -> list[tuple[Plugin, str | None]]:
     return catalogue(SCHEMES, BACKEND_GROUP)
 
 
-def from_spec(spec: str) -> Backend:
-    """Make a backend from a model spec; an unknown spec is a SpecError that lists the known ones."""
+def from_spec(spec: str, *, batch: bool = False) -> Backend:
+    """Make a backend from a model spec; an unknown spec is a SpecError that lists the known ones. `?batch=1` in the
+    spec (or `batch`: every model whose provider has one, the rest live) sends its calls through the provider's batch
+    interface (backends/batch.py)."""
+    from .batch import BatchBackend, BatchSettings, can_batch, split_batch_spec
+
+    live_spec, settings = split_batch_spec(spec.strip())
+    backend = _live_backend(live_spec)
+    if settings is None and batch and can_batch(backend):
+        settings = BatchSettings.from_env()
+    return backend if settings is None else BatchBackend(backend, settings)
+
+
+def _live_backend(spec: str) -> Backend:
     scheme = scheme_of(spec.strip())
     installed = [] if scheme in SCHEMES else entry_point_plugins(BACKEND_GROUP)  # read once: resolve, then the error
     try:

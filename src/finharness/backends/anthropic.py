@@ -98,6 +98,19 @@ class AnthropicBackend(BaseBackend):
             return params.max_tokens, None
         return thinking_limit(params, self.thinking_budget)[0], None
 
+    def prompt_cache(self) -> Any:
+        """A replay of the provider's prompt cache for the dry run's caching estimate (prompt_cache.PrefixCache: the
+        marked prefixes only); None with `?cache=0` (nothing is marked, nothing cached)."""
+        from .prompt_cache import PrefixCache
+
+        return PrefixCache("breakpoints", self.cache_minimum) if self.cache else None
+
+    def cache_blocks(self, request: GenerateRequest) -> list[Any]:
+        """The request as the prompt cache sees it, with the marks the backend puts (prompt_cache.anthropic_blocks)."""
+        from .prompt_cache import anthropic_blocks
+
+        return anthropic_blocks(self.payload(request))
+
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
         """The JSON body of one Messages call: system turns go to the top-level `system` field."""
         return self.payload_and_adaptations(request)[0]

@@ -180,6 +180,19 @@ class OpenAICompatBackend(BaseBackend):
             return params.max_tokens, None
         return params.max_tokens, with_thinking
 
+    def prompt_cache(self) -> Any:
+        """A replay of the provider's prompt cache for the dry run's caching estimate (prompt_cache.PrefixCache):
+        OpenAI caches every long prefix by itself."""
+        from .prompt_cache import OPENAI_MIN_CACHE_TOKENS, PrefixCache
+
+        return PrefixCache("automatic", OPENAI_MIN_CACHE_TOKENS)
+
+    def cache_blocks(self, request: GenerateRequest) -> list[Any]:
+        """The request as the prompt cache sees it (prompt_cache.openai_blocks)."""
+        from .prompt_cache import openai_blocks
+
+        return openai_blocks(request.messages, openai_tools(request.tools))
+
     def payload(self, request: GenerateRequest) -> dict[str, Any]:
         """The JSON body of one chat completion, in the form the model accepts."""
         return self.payload_and_adaptations(request)[0]

@@ -232,3 +232,40 @@ class PrefixCache:
             if cumulative[i] >= self.minimum:
                 self._written.add(hashes[i])
         return cached, written
+
+
+def openai_blocks(messages: Sequence[object], tools: Sequence[object] = ()) -> list[Block]:
+    """A chat request as OpenAI's cache sees it: the tools, then each message (its role and content)."""
+    import json
+
+    blocks = [Block(json.dumps(tools, ensure_ascii=False, sort_keys=True), estimate_tokens(str(tools)))] if tools else []
+    for m in messages:
+        content = getattr(m, "content", "")
+        blocks.append(Block(f"{getattr(m, 'role', '')}\x00{content}", estimate_tokens(content) + 4))
+    return blocks
+
+
+def anthropic_blocks(body: dict) -> list[Block]:
+    """A Messages body (with its cache_control marks) as Anthropic's cache sees it: the tools, the system prompt, each
+    message; a block is marked where the body marks it."""
+    import json
+
+    def marked(content: object) -> bool:
+        return isinstance(content, list) and bool(content) and isinstance(content[-1], dict) \
+            and "cache_control" in content[-1]
+
+    blocks = []
+    if body.get("tools"):
+        text = json.dumps(body["tools"], ensure_ascii=False, sort_keys=True)
+        blocks.append(Block(text, block_tokens(text)))
+    system = body.get("system")
+    if system:
+        blocks.append(Block(json.dumps(system, ensure_ascii=False, sort_keys=True), block_tokens(system),
+                            marked(system)))
+    for m in body.get("messages", ()):
+        content = m.get("content")
+        plain = [dict((k, v) for k, v in b.items() if k != "cache_control") for b in content] \
+            if isinstance(content, list) else content
+        blocks.append(Block(f"{m.get('role')}\x00" + json.dumps(plain, ensure_ascii=False, sort_keys=True),
+                            block_tokens(content), marked(content)))
+    return blocks

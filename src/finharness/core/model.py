@@ -508,6 +508,8 @@ class CachedModel:
         loop = asyncio.get_running_loop()
         while True:
             stored = self.stored_response(kind, key)
+            if stored is None and self.batched:  # the same request waiting in a provider batch: its reply
+                stored = await self._joined(kind, key)
             if stored is not None:
                 self.counters.cache_hits += 1
                 return self._record(kind, request, req_json, stored[0], stored[1], cache_hit=True)
@@ -609,6 +611,19 @@ class CachedModel:
         self.counters.calls += 1
         self.store.put_call_json(key, self.spec, kind, req_text, canonical_json(resp_json), latency)
         return self._record(kind, request, req_json, resp, latency, cache_hit=False)
+
+    async def _joined(self, kind: str, key: str) -> tuple[Any, float] | None:
+        """The same request already waiting in a provider batch (another sample asked it): its reply once the batch
+        has stored it, a store hit, neither sent nor billed twice (None: no such request, or it failed)."""
+        join = getattr(self.backend, "join", None)  # optional: backends/batch.py's
+        waiting = join(key) if join is not None else None
+        if waiting is None:
+            return None
+        try:
+            await waiting
+        except (BackendError, CallFailed):  # it failed: this call goes its own way (retried as any call)
+            return None
+        return self.stored_response(kind, key)
 
     def prompt_size(self, kind: str, request: Any) -> tuple[int, bool]:
         """(prompt tokens of a call, whether the model's tokenizer counted them): a generation's prompt as the engine

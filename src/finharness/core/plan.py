@@ -92,6 +92,13 @@ class RoleTally:
     """completion_ceiling as it would be if every such call's model thinks (the limit the run then sends)."""
     largest_if_thinking: int = 0
     """The largest limit one such call would be sent with if its model thinks."""
+    cached_estimate: int = 0
+    """Of prompt_tokens, those the provider's prompt cache would serve (estimated: prompt_cache.PrefixCache replays
+    the calls in plan order; 0 for a backend that reports no cache)."""
+    written_estimate: int = 0
+    """Of prompt_tokens, those written to the prompt cache (Anthropic's marked prefixes; estimated likewise)."""
+    batched: bool = False
+    """The role's calls go through the provider's batch interface (--batch)."""
 
     @property
     def prompt_counted(self) -> str:
@@ -131,7 +138,9 @@ class RoleTally:
                 "completion_source": self.completion_source, "stored_mean_completion": self.stored_mean,
                 "exact": bool(self.calls) and self.exact_calls == self.calls, "failing": self.failing,
                 "thinking": "unknown" if self.unknown_thinking_calls else "known",
-                "completion_ceiling_if_thinking": self.ceiling_if_thinking if self.unknown_thinking_calls else None}
+                "completion_ceiling_if_thinking": self.ceiling_if_thinking if self.unknown_thinking_calls else None,
+                "cached_tokens_estimate": self.cached_estimate, "cache_write_tokens_estimate": self.written_estimate,
+                "batch": self.batched}
 
 
 @dataclass
@@ -191,6 +200,9 @@ class DryRun:
     """Call key -> the response it was planned with (asked again: the run finds it stored)."""
     stand_ins: dict[tuple[int, int], str] = field(default_factory=dict)
     """(id(backend), tokens) -> a stand-in text of about that many tokens under the backend's counting."""
+    caches: dict[int, Any] = field(default_factory=dict)
+    """id(backend) -> its provider's prompt cache replayed over the calls planned (the caching estimate: the backend's
+    `prompt_cache()` and `cache_blocks(request)`, backends/prompt_cache.py), None where it caches nothing."""
 
 
 def sent_limits(backend: Backend, kind: str, request: Any) -> tuple[int, int | None]:
@@ -216,6 +228,7 @@ class PlannedModel(CachedModel):
         self.plan = plan
         self.dry = dry
         self.tally = plan.tally(self.spec, role)
+        self.tally.batched = self.batched
         self.longest_course = getattr(backend, "planned_reply", None) is None
         """Calls are answered by stand-ins, not the backend's own replies: a loop that ends when the model says so
         (an agent episode) takes its longest course, so its calls and tokens are bounds."""
@@ -271,9 +284,32 @@ class PlannedModel(CachedModel):
         self.tally.calls += 1
         self.tally.prompt_tokens += prompt
         self.tally.completion_ceiling += ceiling
+        if kind == "generate":
+            cached, written = self._cache_estimate(request, prompt)
+            self.tally.cached_estimate += cached
+            self.tally.written_estimate += written
         self.dry.answered[key] = resp
         self.counters.calls += 1
         return self._record(kind, request, req_json, resp, 0.0, cache_hit=False)
+
+    def _cache_estimate(self, request: GenerateRequest, prompt: int) -> tuple[int, int]:
+        """(prompt tokens the provider's cache would serve, those it would write) for a call to make: the backend's
+        blocks (`cache_blocks`, optional) replayed through this plan's cache of that backend; at most `prompt`."""
+        make_cache = getattr(self.backend, "prompt_cache", None)  # optional: a backend whose provider caches
+        if make_cache is None:
+            return 0, 0
+        cache = self.dry.caches.get(id(self.backend))
+        if cache is None:
+            cache = self.dry.caches[id(self.backend)] = make_cache()
+        if cache is None:
+            return 0, 0
+        try:
+            blocks = self.backend.cache_blocks(request)  # type: ignore[attr-defined]
+        except BackendError:  # a request the backend would refuse (no logprobs on Anthropic...): nothing cached
+            return 0, 0
+        cached, written = cache.see(blocks)
+        cached = min(cached, prompt)
+        return cached, min(written, prompt - cached)
 
     def _note_stored(self, kind: str, resp: Any) -> None:
         if kind == "generate":

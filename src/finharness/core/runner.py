@@ -92,6 +92,10 @@ class RunOptions:
     before the call that would cross it (core/spending.py); one object shared by every task of a pool or suite.
     Not part of the run key: it decides how far a run gets, not what it computes."""
 
+    batch: bool | tuple[str, ...] = False
+    """Models whose calls go through their provider's batch interface (backends/batch.py): True, every model that has
+    one; or the specs or model names listed. Not part of the run key: a batch call is keyed as a live one."""
+
 
 def resumed(record: dict[str, Any]) -> dict[str, Any]:
     """A sample finished by an earlier run: every call in its trace is now served from the store."""

@@ -3,7 +3,8 @@
 Prices are USD per million tokens, input and output, by model: a full model spec (`openai:gpt-4o@URL`) or the
 model's name within it (`gpt-4o`); a backend with no price costs nothing (a local model). A price may also name the
 rate of prompt tokens read from the provider's prompt cache (`cached`), of those written to it (`write`), and the
-share of every rate a batch call costs (`batch`): a call is charged its fresh, cached and written prompt tokens
+share of every rate a batch call costs (`batch`); a rate left out is the provider's (PROVIDER_RATES: an `openai:` or
+`anthropic:` model's cached reads, cache writes and batch half price): a call is charged its fresh, cached and written prompt tokens
 apart, at the batch share when it went through a batch (`Price.cost`), and reserved at its worst (`Price.worst`:
 nothing cached, every prompt token at the dearer of input and write). A `Spending` is shared by
 every handle of a run or a suite (all roles, all tasks, all models): before each call that is not in the store it
@@ -158,9 +159,35 @@ def model_name(spec: str) -> str:
     return rest.split("@", 1)[0]
 
 
+PROVIDER_RATES: dict[str, dict[str, float]] = {
+    "openai": {"cached": 0.5, "batch": 0.5},
+    "anthropic": {"cached": 0.1, "cache_write": 1.25, "batch": 0.5},
+}
+"""What a provider's price list takes off (or puts on) the input rate, by scheme, for the rates a price leaves out:
+OpenAI bills cached prompt tokens at half the input rate (gpt-4o; newer models less: give `cached:` for them) and
+writes nothing extra; Anthropic reads its cache at a tenth and writes it at 1.25 times the input rate; both sell
+batch calls at half price."""
+
+
+def with_provider_rates(price: Price, spec: str) -> Price:
+    """`price` with the rates it leaves out (cached, cache write, batch) taken from its provider's price list
+    (PROVIDER_RATES, by the spec's scheme); a rate given is kept, and a spec of another scheme keeps None."""
+    rates = PROVIDER_RATES.get(spec.split("?", 1)[0].split(":", 1)[0], {})
+    filled = {}
+    if price.cached is None and "cached" in rates:
+        filled["cached"] = price.input * rates["cached"]
+    if price.cache_write is None and "cache_write" in rates:
+        filled["cache_write"] = price.input * rates["cache_write"]
+    if price.batch is None and "batch" in rates:
+        filled["batch"] = rates["batch"]
+    return replace(price, **filled) if filled else price
+
+
 def price_for(prices: Mapping[str, Price], spec: str) -> Price | None:
-    """The price of a backend's calls: by its full spec, else by the model's name; None: unpriced (free)."""
-    return prices.get(spec) or prices.get(model_name(spec))
+    """The price of a backend's calls: by its full spec, else by the model's name, with the rates it leaves out from
+    its provider's list (with_provider_rates); None: unpriced (free)."""
+    found = prices.get(spec) or prices.get(model_name(spec))
+    return None if found is None else with_provider_rates(found, spec)
 
 
 @dataclass(frozen=True)

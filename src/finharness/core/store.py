@@ -669,7 +669,7 @@ class RunStore:
                             for key, kind, text in calls])
 
     @_reported
-    def update_batch(self, batch_id: str, **fields: Any) -> None:
+    def update_batch(self, row_id: str, /, **fields: Any) -> None:
         """Change a batch row's fields (state, batch_id, status, counts...), committed before this returns."""
         unknown = set(fields) - set(_BATCH_FIELDS)
         if unknown:
@@ -679,7 +679,7 @@ class RunStore:
             fields["counts"] = canonical_json(fields["counts"])
         names = sorted(fields)
         self._commit_now([(f"UPDATE batches SET {', '.join(f'{n}=?' for n in names)} WHERE id=?",
-                           (*(fields[n] for n in names), batch_id))])
+                           (*(fields[n] for n in names), row_id))])
 
     def _batch_rows(self, where: str, args: tuple) -> list[dict[str, Any]]:
         with self._lock:

@@ -170,8 +170,8 @@ def declared_needs(suite: Any, root: Path) -> dict[str, list[str]]:
     """Dataset -> the rows of `suite` that read it, from the rows' declared options alone (no task is made, nothing is
     loaded: what `finharness doctor` asks of a data root); a row whose data is absent and that names a fallback
     counts the fallback's; with what the suite's own steps read for a row (SuiteHooks.extra_datasets, judged)."""
-    from ..benchmarks.registry import resolve_task
     from ..benchmarks.declaration import hooks_of
+    from ..benchmarks.registry import resolve_task
 
     def datasets(ref: Any, options: Mapping[str, Any]) -> tuple[str, ...]:
         settings = ref.cls.parse_options(dict(options)) if ref.cls.Options is not None else None

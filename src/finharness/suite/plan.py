@@ -91,12 +91,25 @@ class Plan:
         return out
 
     def cost(self, tally: RoleTally) -> tuple[float, float] | None:
-        """(expected, ceiling) USD of a tally (None: its model has no price)."""
+        """(expected, ceiling) USD of a tally in the run's mode (a batched role at the batch share), nothing cached
+        (None: its model has no price)."""
         price = price_for(self.prices, tally.spec)
         if price is None:
             return None
-        return (price.cost(tally.prompt_tokens, tally.completion_expected),
-                price.cost(tally.prompt_tokens, tally.completion_ceiling))
+        return (price.cost(tally.prompt_tokens, tally.completion_expected, batch=tally.batched),
+                price.cost(tally.prompt_tokens, tally.completion_ceiling, batch=tally.batched))
+
+    def mode_costs(self, tally: RoleTally) -> dict[str, float] | None:
+        """Expected USD of a tally three ways (None: unpriced): `live` (list price, nothing cached), `live_cached`
+        (live, with the caching estimate) and `batch_cached` (every call in a batch, with the caching estimate);
+        the last two are estimates."""
+        price = price_for(self.prices, tally.spec)
+        if price is None:
+            return None
+        prompt, completion = tally.prompt_tokens, tally.completion_expected
+        cache = {"cached_tokens": tally.cached_estimate, "cache_write_tokens": tally.written_estimate}
+        return {"live": price.cost(prompt, completion), "live_cached": price.cost(prompt, completion, **cache),
+                "batch_cached": price.cost(prompt, completion, **cache, batch=True)}
 
 
 def _weight_ratio(task: str, samples: Sequence[Any]) -> float:
@@ -161,11 +174,12 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                out: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
     """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then UCFE's judging."""
     from ..backends import from_spec
+    from ..backends.batch import batch_wanted
     from .run import check_roles, does_not_fit
 
     check_roles(rows, judge, user)
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
-    backends = {spec: from_spec(spec) for spec in specs}
+    backends = {spec: from_spec(spec, batch=batch_wanted(options.batch, spec)) for spec in specs}
     store_path = out / "store.sqlite"
     store = open_existing_store(store_path)
     dry = DryRun()
@@ -257,11 +271,17 @@ def _totals(plan: Plan) -> dict[tuple[str, str], dict[str, Any]]:
             sums = out.setdefault(key, {"calls": 0, "stored_calls": 0, "repeats": 0, "prompt_tokens": 0,
                                         "completion_expected": 0, "completion_ceiling": 0,
                                         "completion_ceiling_if_thinking": None, "cost_expected": None,
-                                        "cost_ceiling": None, "prompt_estimated": False})
+                                        "cost_ceiling": None, "prompt_estimated": False,
+                                        "cached_tokens_estimate": 0, "cache_write_tokens_estimate": 0,
+                                        "cost_live": None, "cost_live_cached": None, "cost_batch_cached": None})
             sums["prompt_estimated"] |= tally.estimated_calls > 0
             for name in ("calls", "stored_calls", "repeats", "prompt_tokens", "completion_expected",
                          "completion_ceiling"):
                 sums[name] += getattr(tally, name)
+            sums["cached_tokens_estimate"] += tally.cached_estimate
+            sums["cache_write_tokens_estimate"] += tally.written_estimate
+            for mode, usd in (plan.mode_costs(tally) or {}).items():
+                sums[f"cost_{mode}"] = (sums[f"cost_{mode}"] or 0.0) + usd
             if tally.unknown_thinking_calls:
                 sums["completion_ceiling_if_thinking"] = ((sums["completion_ceiling_if_thinking"] or 0)
                                                           + tally.ceiling_if_thinking - tally.completion_ceiling)
@@ -281,8 +301,10 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         price = price_for(plan.prices, tally.spec)
         thinking = (price.cost(tally.prompt_tokens, tally.ceiling_if_thinking)
                     if price is not None and tally.unknown_thinking_calls else None)
+        modes = plan.mode_costs(tally) or {}
         return {**tally.to_json(), "cost_expected": None if cost is None else cost[0],
-                "cost_ceiling": None if cost is None else cost[1], "cost_ceiling_if_thinking": thinking}
+                "cost_ceiling": None if cost is None else cost[1], "cost_ceiling_if_thinking": thinking,
+                **{f"cost_{mode}": usd for mode, usd in modes.items()}}
 
     cells = []
     for c in plan.cells:
@@ -296,8 +318,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     if plan.judging is not None:
         judging = {"items": plan.judging.items, "roles": [tally_json(t) for t in plan.judging.roles.values()]}
     totals = [{"role": role, "spec": spec, **sums} for (role, spec), sums in _totals(plan).items()]
-    return {"dry_run": plan.title, "store": plan.store, "prices": {k: {"input": p.input, "output": p.output}
-                                                                   for k, p in plan.prices.items()},
+    return {"dry_run": plan.title, "store": plan.store, "prices": {k: p.to_json() for k, p in plan.prices.items()},
             "tasks": cells, "judging": judging, "totals": totals, "notes": plan.notes,
             "power": {"alpha": ALPHA, "power": POWER}}
 
@@ -382,16 +403,31 @@ def print_plan(plan: Plan, file: Any = None) -> None:
             add((plan.judging.name, *(("",) if several else ())), f"{plan.judging.items} matches", tally)
     console.print(table)
     totals = Table(title="totals", box=box.SIMPLE_HEAD)
+    figures = _totals(plan)
+    priced = any(sums["cost_live"] is not None for sums in figures.values())
     for col in ("role", "spec", "calls (stored)", "prompt tokens", "completion: expected / ceiling",
-                "cost: expected / ceiling"):
+                "cost: expected / ceiling", *(("expected: live / + caching (est.) / batch + caching (est.)",)
+                                              if priced else ())):
         totals.add_column(col, overflow="fold")
-    for (role, spec), sums in _totals(plan).items():
+    for (role, spec), sums in figures.items():
         cost = None if sums["cost_expected"] is None else (sums["cost_expected"], sums["cost_ceiling"])
+        modes = ("—" if sums["cost_live"] is None else " / ".join(
+            _dollars(sums[f"cost_{m}"]) for m in ("live", "live_cached", "batch_cached")),) if priced else ()
         totals.add_row(role, short.get(spec, spec), _calls(sums["calls"], sums["stored_calls"], sums["repeats"]),
                        ("~" if sums["prompt_estimated"] else "") + _tokens(sums["prompt_tokens"]),
                        _completion(sums["completion_expected"], sums["completion_ceiling"],
-                                   sums["completion_ceiling_if_thinking"]), _usd(cost))
+                                   sums["completion_ceiling_if_thinking"]), _usd(cost), *modes)
     console.print(totals)
+    whole = figures.get(("total", ""), {})
+    if whole.get("cost_live"):
+        console.print(f"caching (estimate): {_tokens(whole['cached_tokens_estimate'])} of "
+                      f"{_tokens(whole['prompt_tokens'])} prompt tokens read from the provider's cache, "
+                      f"{_tokens(whole['cache_write_tokens_estimate'])} written; batch + caching "
+                      f"{whole['cost_batch_cached'] / whole['cost_live']:.0%} of the live list price (the plan's calls "
+                      "replayed in order through each provider's cache rules; a real cache forgets after minutes "
+                      "and a batch's requests may miss each other's entries)", soft_wrap=True)
+        if any(t.batched for _, _, t in plan.tallies()):
+            console.print("the cost column is the run's mode: its batched roles at the batch price", soft_wrap=True)
     power = Table(title=f"smallest difference between two models a paired test detects ({POWER:.0%} power, "
                         f"two-sided alpha {ALPHA:g})", box=box.SIMPLE_HEAD)
     for col in ("task", *(("model",) if several else ()), "n", "sd of the difference", "detectable", "from"):

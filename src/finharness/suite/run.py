@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..backends import from_spec
+from ..backends.batch import batch_wanted
 from ..benchmarks.declaration import hooks_of
 from ..benchmarks.registry import TaskRef, resolve_task
 from ..core.backend import Backend
 from ..core.model import RunCounters
 from ..core.pool import PoolOutcome, run_dir_name, run_pool
 from ..core.runner import RunOptions
-from ..core.store import CUMULATIVE_COUNTS
+from ..core.store import CUMULATIVE_COUNTS, merge_billed
 from ..core.task import Task
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
@@ -176,7 +177,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
     started = time.perf_counter()
     invoked = time.time()
     specs = list(dict.fromkeys([*models, *(s for s in (judge, user) if s)]))
-    backends: dict[str, Backend] = {spec: from_spec(spec) for spec in specs}
+    backends: dict[str, Backend] = {spec: from_spec(spec, batch=batch_wanted(options.batch, spec)) for spec in specs}
     problems = [f"{spec}: {problem}" for spec, backend in backends.items() if (problem := backend.preflight())]
     if problems:
         raise ValueError("; ".join(problems) + " (is the server running, and is the URL in the spec right? nothing "
@@ -330,10 +331,12 @@ def _run_model(rows: Sequence[PreparedRow], model: str, roles: Mapping[str, Back
 
 
 def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None}
+    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None,
+                             "billed": {}}
     for part in parts:
         for key in ("invocations", "wall_s", *CUMULATIVE_COUNTS):
             total[key] += part.get(key) or 0
+        merge_billed(total["billed"], part.get("billed") or {})
         if part.get("cost_usd") is not None:
             total["cost_usd"] = (total["cost_usd"] or 0.0) + part["cost_usd"]
     total["wall_s"] = round(total["wall_s"], 3)

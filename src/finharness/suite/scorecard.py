@@ -31,6 +31,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..core.store import merge_billed
 from ..core.types import to_jsonable
 from ..data.errors import DataError
 from ..data.io import read_json
@@ -290,6 +291,12 @@ class Usage:
     cost_usd: float | None = None
     """None when unpriced."""
     invocations: int | None = None
+    cached_tokens: int | None = None
+    """Of prompt_tokens, those read from the provider's prompt cache."""
+    cache_write_tokens: int | None = None
+    """Of prompt_tokens, those written to the provider's prompt cache."""
+    billed: Mapping[str, Mapping[str, Any]] | None = None
+    """The calls made by role and mode ('model/live', 'judge/batch': calls, tokens, cost_usd; RunCounters.billed)."""
 
 
 @dataclass(frozen=True)
@@ -1007,11 +1014,11 @@ def composites(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, st
 
 
 USAGE_KEYS: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "tokens_evaluated",
-                               "wall_s", "cost_usd", "invocations")
+                               "wall_s", "cost_usd", "invocations", "cached_tokens", "cache_write_tokens")
 
 
 def _usage(model: str, figures: Mapping[str, Any]) -> Usage:
-    return Usage(model, **{k: figures.get(k) for k in USAGE_KEYS})
+    return Usage(model, **{k: figures.get(k) for k in USAGE_KEYS}, billed=figures.get("billed") or None)
 
 
 def usage_of(models: Sequence[str], runs: Mapping[tuple[str, str], RunData],
@@ -1036,5 +1043,6 @@ def usage_of(models: Sequence[str], runs: Mapping[tuple[str, str], RunData],
             for key in USAGE_KEYS:
                 if isinstance(figures.get(key), (int, float)):
                     total[key] = total.get(key, 0) + figures[key]
+            merge_billed(total.setdefault("billed", {}), figures.get("billed") or {})
         out.append(_usage(model, total))
     return tuple(out)

@@ -145,13 +145,23 @@ def difference_text(card: Scorecard, d: Difference) -> list[str]:
 
 
 DIFFERENCE_HEADERS = ("row", "ahead − behind", "Δ", "95% CI of Δ", "p", "test (n)", "separable")
-USAGE_HEADERS = ("model", "calls", "tokens in", "tokens out", "reasoning", "ll tokens", "wall s", "cost USD")
+USAGE_HEADERS = ("model", "calls", "tokens in", "cached in", "cache writes", "tokens out", "reasoning", "ll tokens",
+                 "wall s", "cost USD", "cost by role/mode")
+
+
+def billed_words(billed: Any) -> str:
+    """`model/batch $1.2345 (40 calls), judge/live ...`: what the calls made cost, by role and mode."""
+    if not billed:
+        return "—"
+    return ", ".join(f"{where} " + ("unpriced" if f.get("cost_usd") is None else f"${f['cost_usd']:.4f}")
+                     + f" ({f.get('calls', 0)} calls)" for where, f in sorted(billed.items()))
 
 
 def usage_cells(card: Scorecard) -> list[list[str]]:
-    return [[u.model, fmt_num(u.calls), compact(u.prompt_tokens), compact(u.completion_tokens),
+    return [[u.model, fmt_num(u.calls), compact(u.prompt_tokens), compact(u.cached_tokens),
+             compact(u.cache_write_tokens), compact(u.completion_tokens),
              compact(u.reasoning_tokens), compact(u.tokens_evaluated), fmt_num(u.wall_s, 1),
-             "—" if u.cost_usd is None else f"{u.cost_usd:.4f}"] for u in card.usage]
+             "—" if u.cost_usd is None else f"{u.cost_usd:.4f}", billed_words(u.billed)] for u in card.usage]
 
 
 def health_cells(card: Scorecard) -> list[list[str]]:

@@ -3,8 +3,10 @@
     name = "my-suite"
     description = "CFinBench and the demo, small"
 
+    batch = ["gpt-4o"]                         # these models through their provider's batch interface (or true)
+
     [prices]                                   # USD per million tokens, input and output (optional)
-    "gpt-4o" = [2.5, 10.0]
+    "gpt-4o" = [2.5, 10.0]                     # or every rate: { in = 2.5, cached = 1.25, out = 10, batch = 0.5 }
 
     [[task]]
     id = "cfinbench"                           # unique; the run folder's name (default: the task's)
@@ -30,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..core.spending import Price
+from ..core.spending import Price, price_from
 
 SUITES_DIR = Path(__file__).with_name("suites")
 """The suites that ship with the package."""
 
-SUITE_KEYS = ("name", "description", "seed", "prices", "contamination", "task")
+SUITE_KEYS = ("name", "description", "seed", "prices", "contamination", "batch", "task")
 TASK_KEYS = ("id", "benchmark", "task", "label", "options", "limit", "sample", "fallback", "fallback_label",
              "paper", "min_context")
 
@@ -105,6 +107,10 @@ class Suite:
     prices: Mapping[str, Price] = field(default_factory=dict)
     """USD per million tokens by model spec or name (`--price` adds to and overrides them)."""
 
+    batch: bool | tuple[str, ...] = False
+    """`batch = true`: every openai: or anthropic: model's calls go through its provider's batch interface;
+    `batch = ["gpt-4o", ...]`: those models' (by spec or name) only (backends/batch.py; `--batch` batches all)."""
+
     contamination: bool = False
     """`contamination = true`: after each model's rows, probe every row's items for membership evidence
     (contamination/run.py) and write ROW/contamination.json beside its results; the scorecard shows it."""
@@ -157,15 +163,31 @@ def _prices(path: Path, raw: Any) -> dict[str, Price]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise SuiteError(f"{path}: [prices] must be a table of MODEL = [INPUT, OUTPUT] (USD per million tokens)")
+        raise SuiteError(f"{path}: [prices] must be a table of MODEL = [INPUT, OUTPUT] (USD per million tokens) or "
+                         "MODEL = { in = ..., out = ..., cached = ..., write = ..., batch = ... }")
     out = {}
     for model, pair in raw.items():
+        if isinstance(pair, dict):  # every rate by name: { in = 2.5, cached = 1.25, out = 10, batch = 0.5 }
+            try:
+                out[str(model)] = price_from(f"{path}: [prices] {model!r}", pair)
+            except ValueError as err:
+                raise SuiteError(str(err)) from None
+            continue
         if (not isinstance(pair, list) or len(pair) != 2
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in pair)):
             raise SuiteError(f"{path}: [prices] {model!r} must be [INPUT, OUTPUT], two non-negative USD amounts per "
                              f"million tokens, not {pair!r}")
         out[str(model)] = Price(float(pair[0]), float(pair[1]))
     return out
+
+
+def _batch(path: Path, raw: Any) -> bool | tuple[str, ...]:
+    """`batch = true | false | ["MODEL", ...]`."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, list) and all(isinstance(m, str) and m for m in raw):
+        return tuple(raw)
+    raise SuiteError(f"{path}: batch must be true, false or a list of model specs or names, not {raw!r}")
 
 
 def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
@@ -215,4 +237,4 @@ def load_suite(name_or_path: str) -> Suite:
     contamination = _expect(str(path), "contamination", raw.get("contamination", False), bool, "true or false")
     return Suite(name=str(raw.get("name") or path.stem), path=path, tasks=tasks,
                  description=str(raw.get("description") or ""), seed=seed, prices=_prices(path, raw.get("prices")),
-                 contamination=contamination)
+                 contamination=contamination, batch=_batch(path, raw.get("batch", False)))

@@ -102,7 +102,9 @@ def judge_suite_dialogues(row: Any, run_dirs: Mapping[str, Path], *, judge_backe
         cumulative = {"invocations": 1, "calls": counters.calls, "cache_hits": counters.cache_hits,
                       "failures": counters.failures, "prompt_tokens": counters.prompt_tokens,
                       "completion_tokens": counters.completion_tokens, "reasoning_tokens": counters.reasoning_tokens,
-                      "tokens_evaluated": counters.tokens_evaluated, "cost_usd": counters.cost_usd}
+                      "tokens_evaluated": counters.tokens_evaluated, "cost_usd": counters.cost_usd,
+                      "cached_tokens": counters.cached_tokens, "cache_write_tokens": counters.cache_write_tokens,
+                      "billed": counters.billed}
     write_matches(matches, folder / "matches.jsonl")
     return {"row": row.spec.id, "matches": f"{UCFE_DIR}/matches.jsonl", "reference": REFERENCE_NAME,
             "reference_file": str(reference.path), "judge": judge, "mode": settings.mode, "summaries": summaries,
