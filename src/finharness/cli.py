@@ -603,6 +603,8 @@ def suite_cmd(
                                  "each row detects (docs/plan.md)."),
     as_json: bool = JSON_PLAN_OPTION,
     batch: bool = BATCH_OPTION,
+    contamination: bool = typer.Option(False, "--contamination", help="Also probe every row's items for membership "
+                                       "evidence, as the suite file's `contamination = true` (docs/contamination.md)."),
 ) -> None:
     """Run a suite of tasks for one or more models and write one scorecard.
 
@@ -625,6 +627,10 @@ def suite_cmd(
         spec = load_suite(suite_name)
     except SuiteError as err:
         fail(str(err))
+    if contamination:
+        from dataclasses import replace as with_changes
+
+        spec = with_changes(spec, contamination=True)
     models = list(dict.fromkeys(model))
     out = out or Path("runs") / f"suite-{spec.name}"
     root = resolve_data_dir(data_dir)

@@ -121,7 +121,7 @@ def test_compare_two_runs_on_the_same_items(tmp_path: Path):
     cli("run", "demo", "--model", "fake?name=other", "--out", "b", "-q", cwd=tmp_path, check=True)
     out = json.loads(cli("compare", "a", "b", "--json", cwd=tmp_path, check=True).stdout)
     acc = {r: json.loads((tmp_path / r / "results.json").read_text())["metrics"]["accuracy"]["value"] for r in "ab"}
-    assert out["n"] == 12 and out["test"] == "mcnemar-exact"
+    assert out["n"] == 12 and out["test"] == "mcnemar-score"
     assert out["diff"] == pytest.approx(acc["b"] - acc["a"])
     assert 0.0 <= out["p_value"] <= 1.0
 

@@ -133,6 +133,7 @@ PAGES: Mapping[str, Page] = {
     "docs/benchmarks/fintradebench.md": Page(),
     "docs/benchmarks/financebench.md": Page(expect={23: financebench_pull_exit}),
     "docs/benchmarks/ucfe.md": Page(placeholders={"RUN_A": "runs/ucfe-0.5b", "RUN_B": "runs/ucfe-1.5b"}),
+    "docs/contamination.md": Page(),
     "docs/data.md": Page(),
     "docs/engine.md": Page(placeholders={"M": "model"}),
     "docs/plan.md": Page(exam_root=True, placeholders={"RUN": ["runs/norag", "runs/rag"], "D": "0.1", "S": "0.5",

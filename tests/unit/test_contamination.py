@@ -360,3 +360,23 @@ def test_the_scorecard_shows_a_probed_runs_evidence(tmp_path: Path, monkeypatch)
     shown = io.StringIO()
     print_scorecard(card, file=shown, width=200)
     assert "contamination evidence" in shown.getvalue()
+
+
+def test_a_suite_run_probes_each_row_and_its_scorecard_shows_the_section(tmp_path: Path, monkeypatch):
+    from finharness.core.pool import run_dir_name
+    from finharness.suite.scorecard import build_scorecard
+
+    monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[[task]]\ntask = "demo"\n', encoding="utf-8")
+    out = tmp_path / "suite"
+    result = CliRunner().invoke(_app(), ["suite", str(path), "--model", "fake", "--out", str(out), "--contamination",
+                                         "-q"])
+    assert result.exit_code == 0, result.output
+    rec = json.loads((out / run_dir_name("fake") / "demo" / "contamination.json").read_text(encoding="utf-8"))
+    assert rec["n_items"] == 12 and rec["impact"]["status"] == "not validated"
+    (cell,) = build_scorecard(out).contamination
+    assert cell.row == "demo" and cell.status == "not validated" and cell.n_items == 12
+    plain = tmp_path / "plain"
+    assert CliRunner().invoke(_app(), ["suite", str(path), "--model", "fake", "--out", str(plain), "-q"]).exit_code == 0
+    assert not (plain / run_dir_name("fake") / "demo" / "contamination.json").exists()

@@ -92,7 +92,10 @@ def contamination_command(
     concurrency: Optional[int] = typer.Option(None, help="Calls in flight per model."),
     validate: bool = typer.Option(False, "--validate", help="Measure the probes' power on the filings split for "
                                   "--model instead of probing a task."),
-    windows: int = typer.Option(200, min=10, help="--validate: windows per side."),
+    split: str = typer.Option("filings", help="--validate: filings (FinanceBench's MD&A of FY2015-2023 against "
+                              "filings after the model's release; sets the thresholds) | options (TASK's published "
+                              "multiple-choice items against the same items with their options rotated)"),
+    windows: int = typer.Option(200, min=10, help="--validate: windows per side (items, for --split options)."),
     window_tokens: int = typer.Option(128, min=16, help="--validate: tokens per window."),
     guided: int = typer.Option(0, min=0, help="--validate: also the guided-completion probe on this many windows "
                                "per side (it generates: slow on a CPU)."),
@@ -107,16 +110,19 @@ def contamination_command(
 
     root = resolve_data_dir(data_dir)
     reference_spec = None if reference == "none" else (reference or reference_for(model))
-    if validate:
+    if validate and split not in ("filings", "options"):
+        fail(f"--split is filings or options, not {split!r}")
+    if validate and split == "filings":
         if task:
-            fail("give TASK or --validate, not both")
+            fail("give TASK or --validate, not both (a TASK is validated on with --split options)")
         out = out or Path("runs") / "contamination" / f"validate__{_folder(model)}"
         out.mkdir(parents=True, exist_ok=True)
         _validate(model, reference_spec, root, out, resolve_store(store, out / "store.sqlite"), windows, window_tokens,
                   guided, validation or user_file(), concurrency, as_json, quiet)
         return
     if not task:
-        fail("give a TASK to probe (`finharness list`), or --validate")
+        fail("give a TASK to probe (`finharness list`), or --validate" +
+             (": --split options needs the TASK whose items it reorders" if validate else ""))
     from ..benchmarks.registry import resolve_task
     from ..core.runner import RunOptions, select_samples
     from ..data.errors import DataError
@@ -133,6 +139,13 @@ def contamination_command(
     except DataError as err:
         fail(str(err))
     store_path = resolve_store(store, out / "store.sqlite")
+    if validate:
+        try:
+            _validate_options(made, samples, model, store_path, windows, max_tokens, validation or user_file(),
+                              concurrency, as_json, quiet)
+        finally:
+            made.close()
+        return
     handle = _open(model, store_path, "model", concurrency)
     reference_handle = _open(reference_spec, store_path, "reference", concurrency) if reference_spec else None
     try:
@@ -329,3 +342,57 @@ def _validate(model: str, reference: str | None, root: Path, out: Path, store_pa
     for name, b in blind.items():
         typer.echo(f"  blind baseline, {name}: AUC {b['auc']:.3f} [{b['ci95'][0]:.3f}, {b['ci95'][1]:.3f}]")
     typer.echo(f"kept in {path} under {key}; windows and scores: {out / 'validation.json'}")
+
+
+def _validate_options(task: Any, samples: list[Any], model: str, store_path: Path, per_side: int, max_tokens: int,
+                      path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
+    """The log-likelihood probes on TASK's published multiple-choice items against the same items with their
+    options rotated (contamination/reorder.py), kept beside the model's filings validation."""
+    from .items import item_text
+    from .reorder import SPLIT, option_pairs, paired_validation
+    from .split import release_of
+    from .validation import record_split
+
+    pairs = option_pairs([item_text(s, task) for s in samples], per_side)
+    if not pairs:
+        fail(f"{task.name} has no multiple-choice items with options in their text to reorder")
+    handle = _open(model, store_path, "model", concurrency)
+    started = time.perf_counter()
+    try:
+        if not handle.capabilities.loglikelihood:
+            fail(f"{model} computes no log-likelihoods: the option-order split validates the log-likelihood probes")
+        probes = tuple(p for p in LL_PROBES if p != "reference")
+        texts = [t for pair in pairs for t in (pair.published, pair.reordered)]
+        evidence = asyncio.run(probe_items(texts, handle, probes=probes, max_tokens=max_tokens,
+                                           on_item=_progress(quiet, "items")))
+    finally:
+        _close(handle)
+    wall = time.perf_counter() - started
+    scores = {e.id: e.scores for e in evidence}
+    published_ids = {p.published.id for p in pairs}
+    table = {}
+    for probe in probes:
+        side = {i: v.get(probe) for i, v in scores.items()}
+        if any(v is not None for v in side.values()):
+            table[probe] = paired_validation(pairs, {i: v for i, v in side.items() if i in published_ids},
+                                             {i: v for i, v in side.items() if i not in published_ids})
+    label, released = release_of(model)
+    tokens = [e.tokens for e in evidence]
+    about = {"task": task.name, "items": len(pairs), "released": released, "probe_wall_s": round(wall, 1),
+             "sorted_share": sum(p.sorted_options for p in pairs) / len(pairs),
+             "mean_tokens": sum(tokens) / max(1, len(tokens)),
+             "genre": "the same items both sides", "length": "the same tokens both sides, reordered"}
+    key = model_key(handle.identity)
+    record_split(path, key, label, SPLIT, table, about)
+    if as_json:
+        typer.echo(json.dumps({"model": model, "model_key": key, "split": SPLIT, **about, "probes": table}, indent=1))
+        return
+    typer.echo(f"validation of {label} on {task.name}'s option order: {len(pairs)} published items against the same "
+               f"with their options rotated ({100 * about['sorted_share']:.0f}% have sorted options)")
+    for probe, v in table.items():
+        u = v["controls"]["options not sorted"]
+        typer.echo(f"  {PROBE_NAMES[probe]:32} paired AUC {v['paired_auc']:.3f} [{v['paired_ci95'][0]:.3f}, "
+                   f"{v['paired_ci95'][1]:.3f}] {v['status']:24} unsorted {_fmt(u['paired_auc'])} "
+                   f"[{_fmt(u['paired_ci95'][0])}, {_fmt(u['paired_ci95'][1])}] (n {u['n_items']}); unpaired AUC "
+                   f"{v['auc']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]")
+    typer.echo(f"kept in {path} under {key} ({SPLIT}); {about['probe_wall_s']} s")

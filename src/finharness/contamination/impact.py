@@ -6,8 +6,8 @@ bound among those the items were probed with; without one the row says "no evide
 share. The likely-seen and likely-unseen items are different items, so their difference is a difference of two
 groups (stats.group_difference, MOVER over each group's own interval), not a paired one: it says whether the
 model scores differently on the items it likely saw, not by how much having seen them raised the score (harder
-items may also be rarer on the web). `fresh_difference` is the paired comparison where a benchmark can make a new
-version of each item (the same item, published and fresh).
+items may also be rarer on the web). Where items carry a date, `date_split` compares the items dated after the
+model's release (fresh: it cannot have seen them) with the older ones, again two groups of different items.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..stats import Estimate, GroupDifference, PairedResult, group_difference, paired_test, proportion_ci
+from ..stats import Estimate, GroupDifference, group_difference, proportion_ci
 from .evidence import ItemEvidence
 from .validation import EVIDENCE, FPR, NO_EVIDENCE, ProbeValidation
 
@@ -137,11 +137,6 @@ def _with(impact: RowImpact, **changes: Any) -> RowImpact:
     from dataclasses import replace
 
     return replace(impact, **changes)
-
-
-def fresh_difference(published: Mapping[str, float], fresh: Mapping[str, float]) -> PairedResult:
-    """fresh − published on the items both have (the same item, as published and made anew): a paired test."""
-    return paired_test(published, fresh)
 
 
 def impact_json(impact: RowImpact) -> dict[str, Any]:

@@ -158,10 +158,24 @@ def validations_for(key: str, paths: Sequence[Path] | None = None) -> tuple[dict
 
 def record(path: Path, key: str, label: str, validations: Mapping[str, ProbeValidation],
            about: Mapping[str, Any]) -> None:
-    """Keep `validations` for model `key` in `path` (other models' entries stay)."""
+    """Keep `validations` for model `key` in `path` (other models' entries, and this model's other splits, stay)."""
     data = read_file(path) or {"version": 1, "models": {}}
-    data.setdefault("models", {})[key] = {"label": label, **dict(about),
-                                          "probes": {name: _plain(asdict(v)) for name, v in validations.items()}}
+    models = data.setdefault("models", {})
+    splits = (models.get(key) or {}).get("splits")
+    models[key] = {"label": label, **dict(about),
+                   "probes": {name: _plain(asdict(v)) for name, v in validations.items()},
+                   **({"splits": splits} if splits else {})}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
+
+
+def record_split(path: Path, key: str, label: str, split: str, measured: Mapping[str, Any],
+                 about: Mapping[str, Any]) -> None:
+    """Keep a further split's measurements (reorder.paired_validation per probe, and what it ran on) for model
+    `key` in `path`, under its entry's "splits"; the filings validation that sets the thresholds stays."""
+    data = read_file(path) or {"version": 1, "models": {}}
+    entry = data.setdefault("models", {}).setdefault(key, {"label": label, "probes": {}})
+    entry.setdefault("splits", {})[split] = {**dict(about), "probes": _plain(dict(measured))}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
 

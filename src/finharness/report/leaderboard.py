@@ -68,7 +68,7 @@ class Comparison:
     ahead: str
     behind: str
     basis: str
-    """'mcnemar-exact' or 'paired-t' (paired), or 'ci-overlap'."""
+    """'mcnemar-score' or 'paired-t' (paired), or 'ci-overlap'."""
 
     separable: bool
     """Whether the data separate the two (see the module docstring)."""

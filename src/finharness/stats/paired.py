@@ -14,9 +14,9 @@ one that holds 0 with p ≥ ALPHA and `tied` (issue 36: an exact McNemar p of 0.
 - Other scores in [0, 1], below RELIABLE_N shared items: the differences lie in [−1, 1] and get the bounded
   family's interval there (stats.ci: the binomial interval on an effective number of trials, never zero-width),
   and the p-value is the binomial test that interval inverts (exact below 30 effective trials, the score test
-  above). The sign-flip permutation test (`sign_flip_p_value`) is exact under symmetric differences, but its
-  inversion covered the mean difference of judge grades only 66% of the time at n = 10 (bench/ci_coverage.py,
-  "paired grades", setting "same": most differences are exactly 0), so it no longer decides a verdict.
+  above). The sign-flip permutation test (`sign_flip_p_value`) is exact under symmetric differences, but with
+  most differences exactly 0 (judge grades) its few distinct sums make a too narrow interval when inverted, so it
+  decides no verdict.
 - Other scores from RELIABLE_N on (and unbounded ones at any n): the paired t-test and the t interval.
 
 Fewer than 2 shared items are refused: the result says so and carries no p-value or interval.
@@ -62,11 +62,10 @@ class PairedResult:
     """Two-sided p-value of `test` at a difference of 0 (NaN when refused)."""
 
     test: str
-    """'mcnemar-score', 'sign-flip-exact', 'sign-flip-monte-carlo', 'paired-t'; 'none' without shared items,
-    'refused' with one."""
+    """'mcnemar-score', 'effective-n binomial', 'paired-t'; 'none' without shared items, 'refused' with one."""
 
     ci_method: str = ""
-    """How ci95 was made: 'tango-score', 'sign-flip inversion', 't'."""
+    """How ci95 was made: 'tango-score', the bounded family's 'effective-n ...' methods (stats.ci), 't'."""
 
     warning: str | None = None
     """Why the result should not be read at face value (too few items), or None."""

@@ -216,7 +216,7 @@ class Difference:
     """Of the paired test (None where there is none)."""
 
     test: str
-    """'mcnemar-exact', 'sign-flip-exact', 'paired-t' ... (stats.paired_test), 'ci-overlap', 'weighted-paired'
+    """'mcnemar-score', 'effective-n binomial', 'paired-t' ... (stats.paired_test), 'ci-overlap', 'weighted-paired'
     (a composite's per-task paired differences combined), or the rating gap's method."""
 
     n: int | None
