@@ -46,6 +46,17 @@ def finite_or_none(x: float | None, digits: int | None = None) -> float | None:
     return float(x) if digits is None else round(float(x), digits)
 
 
+def finite_json(value: Any) -> Any:
+    """A JSON-able value with every NaN or infinite float inside it (lists, tuples, dicts) as None."""
+    if isinstance(value, float):
+        return finite_or_none(value)
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def format_number(x: float | None, digits: int, missing: str = MISSING) -> str:
     """x with `digits` decimals, or `missing` when it is None, NaN or infinite."""
     return missing if x is None or not math.isfinite(x) else f"{x:.{digits}f}"

@@ -12,11 +12,11 @@ model's release (fresh: it cannot have seen them) with the older ones, again two
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..stats import Estimate, GroupDifference, group_difference, proportion_ci
+from ..util import finite_json
 from .evidence import ItemEvidence
 from .validation import EVIDENCE, FPR, NO_EVIDENCE, ProbeValidation
 
@@ -143,13 +143,4 @@ def impact_json(impact: RowImpact) -> dict[str, Any]:
     """RowImpact as plain JSON values (NaN as null)."""
     from dataclasses import asdict
 
-    def plain(value: Any) -> Any:
-        if isinstance(value, float):
-            return value if math.isfinite(value) else None
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
-        return value
-
-    return plain(asdict(impact))
+    return finite_json(asdict(impact))

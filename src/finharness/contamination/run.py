@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.types import Sample
 from ..data.io import atomic_write_text
+from ..util import finite_json
 from .evidence import MAX_TOKENS, ItemEvidence, default_probes, probe_items
 from .impact import impact_json, row_impact
 from .items import item_text
@@ -90,27 +91,15 @@ def contamination_record(task_name: str, model_spec: str, identity: Mapping[str,
     return {
         "task": task_name, "model": model_spec, "model_key": key, "reference": reference, "probes": list(probes),
         "probe_names": {p: PROBE_NAMES[p] for p in probes},
-        "validation": {"source": source, "probes": {name: _plain(asdict(v)) for name, v in found.items()}},
+        "validation": {"source": source, "probes": {name: finite_json(asdict(v)) for name, v in found.items()}},
         "impact": impact_json(impact), "run": run_dir, "cost": dict(cost or {}),
         "n_items": len(evidence), "items": [evidence_json(e) for e in evidence],
     }
 
 
-def _plain(value: Any) -> Any:
-    import math
-
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def write_record(out_dir: Path, record: Mapping[str, Any]) -> Path:
     path = Path(out_dir) / RECORD
-    atomic_write_text(path, json.dumps(_plain(dict(record)), ensure_ascii=False, indent=1, allow_nan=False) + "\n")
+    atomic_write_text(path, json.dumps(finite_json(dict(record)), ensure_ascii=False, indent=1, allow_nan=False) + "\n")
     return path
 
 

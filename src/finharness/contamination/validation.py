@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from ..data.io import atomic_write_text
 from ..stats.auc import auc_ci
+from ..util import finite_json
 
 FPR = 0.05
 """Share of the unseen texts allowed above the threshold: what 'above the threshold' costs in false alarms."""
@@ -163,7 +164,7 @@ def record(path: Path, key: str, label: str, validations: Mapping[str, ProbeVali
     models = data.setdefault("models", {})
     splits = (models.get(key) or {}).get("splits")
     models[key] = {"label": label, **dict(about),
-                   "probes": {name: _plain(asdict(v)) for name, v in validations.items()},
+                   "probes": {name: finite_json(asdict(v)) for name, v in validations.items()},
                    **({"splits": splits} if splits else {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
@@ -175,16 +176,6 @@ def record_split(path: Path, key: str, label: str, split: str, measured: Mapping
     `key` in `path`, under its entry's "splits"; the filings validation that sets the thresholds stays."""
     data = read_file(path) or {"version": 1, "models": {}}
     entry = data.setdefault("models", {}).setdefault(key, {"label": label, "probes": {}})
-    entry.setdefault("splits", {})[split] = {**dict(about), "probes": _plain(dict(measured))}
+    entry.setdefault("splits", {})[split] = {**dict(about), "probes": finite_json(dict(measured))}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -39,7 +39,7 @@ from ..report.leaderboard import Comparison, Entry, Standing, rank_entries, rank
 from ..report.markup import is_percent_metric
 from ..report.runs import RunData, by_task, config_differences, flat_options, load_run, run_flags
 from ..stats import Estimate, mean_ci, paired_test, proportion_ci, weighted_mean_ci
-from ..util import finite_or_none
+from ..util import finite_json
 from .contamination import contamination_cells
 
 SUITE_FILE = "suite.json"
@@ -354,17 +354,7 @@ class Scorecard:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; a NaN or infinite number (an unbounded side of a rating gap's interval) is null."""
-        return _finite(to_jsonable(self))
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return finite_or_none(obj)
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    return obj
+        return finite_json(to_jsonable(self))
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
