@@ -187,17 +187,22 @@ class WorkerCgroup:
 
     def remove(self) -> None:
         """Delete the (now empty) cgroup; its last processes may take a moment to be freed."""
-        deadline = time.monotonic() + 2.0
-        while True:
-            try:
-                self.path.rmdir()
+        _remove_cgroup_dir(self.path)
+
+
+def _remove_cgroup_dir(path: Path) -> None:
+    """Delete an emptied cgroup directory; its last processes may take a moment to be freed (2 s at most)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
                 return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.01)
+            time.sleep(0.01)
 
 
 class PidsCgroup:
@@ -225,14 +230,4 @@ class PidsCgroup:
     def remove(self) -> None:
         if not self.owned:
             return
-        deadline = time.monotonic() + 2.0
-        while True:
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.01)
+        _remove_cgroup_dir(self.path)
