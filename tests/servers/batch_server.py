@@ -102,6 +102,8 @@ class BatchStandIn(ThreadingHTTPServer):
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.files: dict[str, bytes] = {}
+        self.garble_results = False
+        """While set, every results file is served with a line that is not JSON before its own."""
         self.jobs: dict[str, Job] = {}
         self.submitted: collections.Counter[str] = collections.Counter()
         """custom_id -> how many batches it was sent in."""
@@ -329,7 +331,7 @@ class _Handler(JSONHandler):
         server.reached["results"].set()
         if server.pause_results:
             self._wait_release()
-        self.send_bytes(200, data)
+        self.send_bytes(200, (b'{"custom_id": "cut off mid-line\n' + data) if server.garble_results else data)
 
     def _status(self, job_id: str, provider: str) -> None:
         server = self.server

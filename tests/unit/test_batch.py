@@ -173,6 +173,23 @@ def test_a_batch_the_provider_refuses_whole_fails_its_calls(tmp_path: Path):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+def test_an_unreadable_results_line_fails_the_collection_and_a_later_run_collects_without_resending(
+        tmp_path: Path, scheme: str):
+    prompts = questions(3)
+    with batch_server() as server:
+        server.garble_results = True
+        first = open_model(batched(server, scheme), tmp_path / "s.sqlite")
+        replies = asyncio.run(ask_all(first, prompts))
+        assert all(isinstance(r, Exception) and "line 1 is not a JSON object" in str(r) for r in replies), replies
+        with RunStore(tmp_path / "s.sqlite") as store:
+            assert [row["state"] for row in store.batches()] == ["ended"]  # not collected: to be read again
+        server.garble_results = False
+        again = asyncio.run(ask_all(open_model(batched(server, scheme), tmp_path / "s.sqlite"), prompts))
+    assert not any(isinstance(r, Exception) for r in again)
+    assert len(server.jobs) == 1 and sorted(server.submitted.values()) == [1] * 3  # nothing sent (or billed) twice
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_a_new_process_follows_the_batch_an_earlier_one_left(tmp_path: Path, scheme: str):
     """The first process stops while its batch is in progress (its loop ends); a second one, with a new backend and
     the same store, gets every answer from that batch: nothing is sent twice."""

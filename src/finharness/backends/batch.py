@@ -257,16 +257,21 @@ class BatchAPI:
         raise NotImplementedError
 
 
-def _jsonl(text: str) -> Iterable[dict[str, Any]]:
-    for raw in text.splitlines():
+def _jsonl(text: str, what: str) -> Iterable[dict[str, Any]]:
+    """The objects of a provider's JSONL results. A line that is not one is an error naming it, never skipped: a
+    skipped result would leave its call unanswered and send it (and bill it) again in the next wave."""
+    for number, raw in enumerate(text.splitlines(), start=1):
         raw = raw.strip()
-        if raw:
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                yield line
+        if not raw:
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError as err:
+            line = err
+        if not isinstance(line, dict):
+            raise BackendError(f"{what}: line {number} is not a JSON object ({raw[:80]!r}); the batch stays to be "
+                               "collected by the next run", kind="bad_reply", retryable=True)
+        yield line
 
 
 class OpenAIBatches(BatchAPI):
@@ -330,8 +335,9 @@ class OpenAIBatches(BatchAPI):
         for file_id in (batch.output_file, batch.error_file):
             if not file_id:
                 continue
-            text = (await self._send("GET", f"/files/{file_id}/content", f"batch results file {file_id}")).text
-            for line in _jsonl(text):
+            what = f"batch results file {file_id}"
+            text = (await self._send("GET", f"/files/{file_id}/content", what)).text
+            for line in _jsonl(text, what):
                 out.append(self._line_result(line))
         return out
 
@@ -407,9 +413,10 @@ class AnthropicBatches(BatchAPI):
 
     async def results(self, batch: ProviderBatch) -> list[LineResult]:
         where = batch.output_file or f"/messages/batches/{batch.batch_id}/results"
-        text = (await self._send("GET", where, f"results of batch {batch.batch_id}")).text
+        what = f"results of batch {batch.batch_id}"
+        text = (await self._send("GET", where, what)).text
         out = []
-        for line in _jsonl(text):
+        for line in _jsonl(text, what):
             key = str(line.get("custom_id"))
             result = line.get("result") if isinstance(line.get("result"), dict) else {}
             kind = result.get("type")
