@@ -163,11 +163,13 @@ def built_in_report_sections() -> dict[str, str]:
 
 
 def benchmark_of(task: str) -> Benchmark | None:
-    """The benchmark a task name belongs to (its own name, or the part before '/'), None when no declaration has it."""
-    for b in every_benchmark():
-        if task in b.tasks or task.split("/", 1)[0] == b.name:
-            return b
-    return None
+    """The benchmark a task name belongs to (its own name, or the part before '/'), None when no declaration has it.
+    The built-ins are looked at first: the installed distributions' entry points are read only for another name."""
+    def owns(b: Benchmark) -> bool:
+        return task in b.tasks or task.split("/", 1)[0] == b.name
+
+    found = next((b for b in built_in() if owns(b)), None)
+    return found if found is not None else next((b for b in every_benchmark() if owns(b)), None)
 
 
 def hooks_of(task: str) -> SuiteHooks:
