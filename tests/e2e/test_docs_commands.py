@@ -42,7 +42,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlencode
 
 import pytest
@@ -82,15 +82,30 @@ class Page:
     placeholders: Mapping[str, str | tuple[str, ...] | list[str]] = field(default_factory=dict)
     """The page's own placeholders (over PLACEHOLDERS); a tuple is several words (`RUN_DIR...`), a list one word
     per occurrence, in turn (`[RUN [RUN]]`)."""
-    needs: Mapping[str, tuple[str, str | int]] = field(default_factory=dict)
-    """Path in this page's folder -> (another page, a path in its folder, or the line of the command whose
-    stdout it is)."""
+    needs: Mapping[str, tuple[str, "str | StdoutOf"]] = field(default_factory=dict)
+    """Path in this page's folder -> (another page, a path in its folder, or StdoutOf the command whose stdout it
+    is)."""
     exam_root: bool = False
     """The page's default data root holds a CFinBench-layout exam (its commands read CFinBench's questions)."""
-    expect: Mapping[int, Callable[[], int]] = field(default_factory=dict)
-    """Line -> the exit status its page says (default 0)."""
+    expect: Mapping[str, Callable[[], int]] = field(default_factory=dict)
+    """A fragment of one command's text -> the exit status its page says (default 0). A fragment, not a line
+    number: editing the page above the command must not move the expectation off it."""
     prepare: Callable[[Path], None] | None = None
     """Puts in the page's folder what its prose says the reader has (a predictions file, the example task)."""
+
+
+@dataclass(frozen=True)
+class StdoutOf:
+    """The stdout of the one command of a page whose text holds `fragment`."""
+
+    fragment: str
+
+
+def one_command(commands: Sequence[DocCommand], page: str, fragment: str) -> DocCommand:
+    """The page's one command holding `fragment` (an assertion error naming the page when none or several do)."""
+    found = [c for c in commands if c.page == page and fragment in c.text]
+    assert len(found) == 1, f"{page}: {len(found)} commands hold {fragment!r} (the test names one)"
+    return found[0]
 
 
 def sandbox_exit() -> int:
@@ -131,7 +146,7 @@ PAGES: Mapping[str, Page] = {
     "docs/benchmarks/bizbench.md": Page(),
     "docs/benchmarks/cfinbench.md": Page(),
     "docs/benchmarks/fintradebench.md": Page(),
-    "docs/benchmarks/financebench.md": Page(expect={23: financebench_pull_exit}),
+    "docs/benchmarks/financebench.md": Page(expect={"data pull financebench": financebench_pull_exit}),
     "docs/benchmarks/ucfe.md": Page(placeholders={"RUN_A": "runs/ucfe-0.5b", "RUN_B": "runs/ucfe-1.5b"}),
     "docs/contamination.md": Page(),
     "docs/data.md": Page(),
@@ -151,8 +166,8 @@ PAGES: Mapping[str, Page] = {
                                   "runs/ftb-rag": ("docs/benchmarks/fintradebench.md", "runs/ftb-rag"),
                                   "runs/quick": ("docs/suite.md", "runs/quick"),
                                   "M.jsonl": ("README.md", "matches.jsonl"),
-                                  "R.json": ("README.md", 122)}),
-    "docs/sandbox.md": Page(expect={177: sandbox_exit}),
+                                  "R.json": ("README.md", StdoutOf("rate matches.jsonl --method bt --by task --json"))}),
+    "docs/sandbox.md": Page(expect={"run bizbench/codetatqa --model fake": sandbox_exit}),
     "docs/suite.md": Page(),
     "docs/write-a-task.md": Page(placeholders={"DATA_DIR": "."}, prepare=write_a_task_files),
 }
@@ -442,12 +457,13 @@ class Pages:
         self.done[page] = (workspace, outcomes)
         return outcomes
 
-    def _bring(self, target: Path, page: str, source: str | int) -> None:
+    def _bring(self, target: Path, page: str, source: "str | StdoutOf") -> None:
         self.run(page)
         workspace, outcomes = self.done[page]
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, int):
-            (made,) = [o for o in outcomes if o.command.line == source]
+        if isinstance(source, StdoutOf):
+            command = one_command(self.commands, page, source.fragment)
+            (made,) = [o for o in outcomes if o.command == command]
             target.write_text(made.stdout, encoding="utf-8")
         elif (workspace.folder / source).is_dir():
             shutil.copytree(workspace.folder / source, target)
@@ -456,7 +472,8 @@ class Pages:
 
     def _run_one(self, workspace: Workspace, command: DocCommand, before: list[Outcome]) -> Outcome:
         argv = workspace.substitute(command)
-        expected = workspace.plan.expect.get(command.line, lambda: 0)()
+        expected = next((exit_status() for fragment, exit_status in workspace.plan.expect.items()
+                         if one_command(self.commands, command.page, fragment) == command), 0)
         if argv[:1] == ["ui"] and "--port" in argv and argv[1:2] == ["--store"]:  # serves until stopped
             added = [o for o in before if o.argv[:2] == ["ui", "add-rater"]]
             token = added[-1].stdout.strip().splitlines()[-1] if added else ""
@@ -501,6 +518,12 @@ def test_every_command_found_is_run_or_skipped_with_a_reason(pages: Pages, reque
     skipped = [c for c in found if skip_reason(c) is not None]
     unmatched = [key for key in SKIPPED if not any(c.page == key[0] and key[1] in c.text for c in found)]
     assert unmatched == [], f"SKIPPED names commands the docs no longer have: {unmatched}"
+    for page, plan in PAGES.items():  # every command an expectation or a stdout names is there, once
+        for fragment in plan.expect:
+            one_command(found, page, fragment)
+        for other, source in plan.needs.values():
+            if isinstance(source, StdoutOf):
+                one_command(found, other, source.fragment)
     unplanned = sorted({c.page for c in found if c not in skipped} - set(PAGES))
     assert unplanned == [], f"pages with commands but no line in PAGES: {unplanned}"
     ran = [o for page in PAGES for o in pages.run(page)]
