@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 from .plugins import BUILT_IN, COMMAND_GROUP, Plugin, PluginError, catalogue
 
 COMMANDS: dict[str, str] = {
-    "batch": "finharness.backends.batch_cli:batch_app",
+    "batch": "finharness.backends.cli_batch:batch_app",
     "contamination": "finharness.contamination.cli:contamination_command",
     "data": "finharness.data.cli:data_app",
     "markets": "finharness.markets.cli:markets_app",

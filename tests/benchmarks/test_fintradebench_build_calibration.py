@@ -78,10 +78,12 @@ def test_correctness_cells_match_the_hand_computed_table(build):
     expected = spearmanr([j for j, _ in big + small], [h for _, h in big + small]).statistic
     assert pooled.spearman == pytest.approx(expected)
     # the bounded interval on [0, 4], not Wilson's, although every |judge − human| here is 0 or 1: an MAE is in
-    # points, a quarter of the range each, not a share; Korn-Graubard's effective n, Clopper-Pearson (n < 30)
+    # points, a quarter of the range each, not a share; Korn-Graubard's effective n, Clopper-Pearson (n < 30), the
+    # variance pooled with half an item of the widest spread p(1 - p) below 30 items (stats.ci)
     u = np.asarray([1, 0, 1, 1, 1, 0]) / 4
     p = u.mean()
-    n_eff = p * (1 - p) / (u.var(ddof=1) / 6) * (norm.ppf(0.975) / t.ppf(0.975, 5)) ** 2
+    spread = (6 * u.var(ddof=1) + 0.5 * p * (1 - p)) / 6.5
+    n_eff = p * (1 - p) / (spread / 6) * (norm.ppf(0.975) / t.ppf(0.975, 5)) ** 2
     low, high = beta.ppf(0.025, p * n_eff, n_eff - p * n_eff + 1), beta.ppf(0.975, p * n_eff + 1, n_eff - p * n_eff)
     assert pooled.mae.ci95 == pytest.approx((4 * low, 4 * high))
     assert pooled.mae.method == "effective-n clopper-pearson" and 0 < pooled.mae.ci95[0] < 2 / 3

@@ -274,8 +274,8 @@ def built_backends(monkeypatch):
     built: list[tuple[str, FakeBackend]] = []
     real = registry.from_spec
 
-    def from_spec(spec: str):
-        backend = FailsOnChinese(spec) if spec == "fake?name=picky" else real(spec)
+    def from_spec(spec: str, **options):  # options as the real one takes them (batch=...)
+        backend = FailsOnChinese(spec) if spec == "fake?name=picky" else real(spec, **options)
         built.append((spec, backend))
         return backend
 
