@@ -594,9 +594,9 @@ def suite_cmd(
     pull: bool = typer.Option(False, "--pull", help="Before the first call, pull every dataset the rows read that "
                               "the data root lacks (one line per dataset); without it a suite with data missing stops "
                               "and names the one command that fetches it."),
-    skip_missing: bool = typer.Option(False, "--skip-missing", help="Run without the rows whose data cannot be had "
-                                      "here (no public copy, or files only a mirror holds); the scorecard says why "
-                                      "each is missing."),
+    skip_missing: bool = typer.Option(False, "--skip-missing", help="Run without the rows whose data is not in the "
+                                      "data root (not pulled yet, e.g. offline, or never to be had here: no public "
+                                      "copy, files only a mirror holds); the scorecard says why each is missing."),
     sandbox: Optional[str] = SANDBOX_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Call no model: print per row, model and role the items, "
                                  "calls, tokens, what is stored, the cost at the prices and the smallest difference "
@@ -671,16 +671,19 @@ def suite_cmd(
 
     seen = interrupted_says(out / "store.sqlite", on_stop=stopped)
     runnable = [r for r in rows if r.spec.id not in leave_out]
-    suite_view = None if quiet else _suite_progress(spec, runnable, models, judge, user_model, out, options,
-                                                     spending)
+    skipped_note = f" ({len(rows) - len(runnable)} skipped: data not here)" if len(runnable) < len(rows) else ""
     try:
-        with seen, LiveProgress(f"suite {spec.name}: {len(rows)} rows x {len(models)} model(s)",
-                                enabled=not quiet, suite=suite_view) as live:
-            outcome = run_suite(spec, rows, models=models, judge=judge, user=user_model, out=out, options=options,
-                                progress_for=lambda m, row: seen.watch(live.row(f"{row} on {m}"), f"{row} on {m}"),
-                                judge_progress=lambda label: seen.watch(live.row(label), label),
-                                resume=resume_command(), stop_reason=seen.stop_reason,
-                                skipped={m: leave_out for m in models})
+        with seen:  # a stop while the ETA is planned says so too (nothing stored yet) and how to start again
+            suite_view = None if quiet else _suite_progress(spec, runnable, models, judge, user_model, out, options,
+                                                             spending)
+            with LiveProgress(f"suite {spec.name}: {len(runnable)} rows{skipped_note} x {len(models)} model(s)",
+                              enabled=not quiet, suite=suite_view) as live:
+                outcome = run_suite(spec, rows, models=models, judge=judge, user=user_model, out=out, options=options,
+                                    progress_for=lambda m, row: seen.watch(live.row(f"{row} on {m}"),
+                                                                           f"{row} on {m}"),
+                                    judge_progress=lambda label: seen.watch(live.row(label), label),
+                                    resume=resume_command(), stop_reason=seen.stop_reason,
+                                    skipped={m: leave_out for m in models})
     except INPUT_ERRORS as err:
         fail(str(err))
     _print_suite(out, outcome.manifest)
@@ -709,10 +712,13 @@ def _suite_progress(spec: Any, rows: list[Any], models: list[str], judge: str | 
     steps = {r.ref.name: hooks_of(r.ref.name) for r in rows}  # the steps after the rows (UCFE's judging pairs)
     pairs = sum(h.steps_after_rows(models) for h in steps.values() if h.judged_by_suite) if judge is not None else 0
     judging: float | None = None
+    started = time.monotonic()
+    typer.echo("planning the suite's work for its ETA (the dry run's plan; nothing is stored) ...", err=True)
     try:
         with phase("planning the suite (for its ETA)"), no_pulls():
             plan = plan_suite(spec, rows, models=models, judge=judge, user=user, out=out, options=options,
                               prices=spending.prices if spending else {})
+        typer.echo(f"planned in {time.monotonic() - started:.0f} s", err=True)
         work, judged = planned_work(plan)
         labels = dict(work)
         judging = None if judged is None or not pairs else judged / pairs
@@ -726,7 +732,7 @@ def _data_before_work(spec: Any, rows: list[Any], root: Path, *, judged: bool, p
                       sandbox: str | None, data_dir: Path | None) -> tuple[list[Any], dict[str, str], bool]:
     """Every row's data checked before the first call (suite/data_check.py). With --pull what is missing is pulled
     first; else missing data gives one list (what is missing, the one command that fetches it, what cannot be had
-    here). --skip-missing goes on without the rows whose data cannot be had here. Returns the rows (their fallbacks
+    here). --skip-missing goes on without every row whose data is not here. Returns the rows (their fallbacks
     decided again after a pull), the rows to leave out with why, and whether data is missing (the suite stops; a
     dry run plans the rest and then exits 2)."""
     from .suite.data_check import pull_all, pull_command, report_lines
@@ -745,14 +751,13 @@ def _data_before_work(spec: Any, rows: list[Any], root: Path, *, judged: bool, p
         check = check_suite_data(rows, root, judged=judged)
     name = spec.name if spec.path.parent == SUITES_DIR else str(spec.path)
     lines = report_lines(check, pull=pull_command(check, name, data_dir), skip_hint=not skip_missing)
-    unobtainable = check.unobtainable_rows()
-    missing = bool(check.of("missing")) or bool(unobtainable) and not skip_missing
+    blocked = check.blocked_rows()
+    missing = bool(blocked) and not skip_missing
     if lines:
         typer.echo("\n".join(lines), err=True)
-    leave_out = check.blocked_rows() if missing else {row: f"skipped (--skip-missing): {why}"
-                                                       for row, why in unobtainable.items()}
+    leave_out = blocked if missing else {row: f"skipped (--skip-missing): {why}" for row, why in blocked.items()}
     if leave_out and not missing:
-        typer.echo(f"note: without {len(leave_out)} row(s) whose data cannot be had here: {', '.join(leave_out)}",
+        typer.echo(f"note: without {len(leave_out)} row(s) whose data is not here: {', '.join(leave_out)}",
                    err=True)
     return rows, leave_out, missing
 

@@ -21,6 +21,8 @@ from finharness.benchmarks.financebench.grading import (
     grade_rules,
     is_numeric_question,
     judge_messages,
+    key_names,
+    made_up,
     read_gold_number,
     read_judge_verdict,
 )
@@ -242,6 +244,51 @@ def test_open_answers_fall_back_to_key_facts_and_are_never_decided():
     wrong = grade(q, gold, "MGM China had the highest EBITDAR contribution, about 45%.")
     assert (right.label, right.rule, right.decided) == ("correct", "overlap", False)
     assert (wrong.label, wrong.decided) == ("incorrect", False)
+
+
+# --- what small models write: invented figures, the question's own words, a name the gold gives ----------------
+
+def test_half_a_unit_of_a_one_digit_gold_is_not_equal():
+    q = "As of FY2023Q1, by how many percentage points did Pepsico raise full year guidance in respect of core EPS growth?"
+    gold = "Pepsico raised full year guidance in respect of core constant currency EPS growth by 1 percentage point."
+    assert grade(q, gold, "Pepsico raised its guidance by 1.5 percentage points.").label == "incorrect"
+    assert grade(q, gold, "Pepsico raised its guidance by 1 percentage point.").label == "correct"
+    assert grade("What was the margin?", "0.4", "The margin was 0.45.").label == "incorrect"  # rounds to 0.5
+    assert grade("What was the margin?", "0.4", "The margin was 0.44.").label == "correct"
+
+
+def test_an_answer_with_invented_figures_is_incorrect_and_sure():
+    q = "What is the FY2015 operating cash flow ratio for Adobe? Round your answer to two decimal places."
+    made = ("Let's assume the following values (these are hypothetical values for the purpose of this example): "
+            "cash from operations $132 million, current liabilities $200 million. The ratio is 0.66.")
+    g = grade(q, "0.66", made)
+    assert (g.label, g.rule, g.decided) == ("incorrect", "made_up", True)
+    g = grade("Did the risk JPM faced decrease in Q2 2023?", "Yes. It decreased.",
+              "Let's say the VaR was $100,000 in 2023 and $150,000 in 2022: the VaR is lower, so the risk decreased.")
+    assert (g.label, g.rule) == ("incorrect", "made_up")
+    assert made_up("Assuming the company keeps its dividend, the payout is 40%.") is None  # an answer's assumption
+
+
+def test_open_answers_count_the_golds_words_the_question_does_not_have():
+    q = "Among operations, investing, and financing activities, which brought in the most (or lost the least) cash flow for AMD in FY22?"
+    gold = "In 2022, AMD brought in the most cashflow from Operations"
+    wrong = grade(q, gold, "Investing activities brought in the most cash flow for AMD in FY22.")
+    assert (wrong.label, wrong.decided) == ("incorrect", False)  # every word it shares with the gold is the question's
+    mgm = grade("What was MGM's interest coverage ratio using FY2022 Adjusted EBIT as the numerator and annual "
+                "Interest Expense as the denominator?", "As adjusted EBIT is negative, coverage ratio is zero",
+                "MGM's interest coverage ratio using FY2022 Adjusted EBIT and annual Interest Expense was 1.0.")
+    assert mgm.label == "incorrect"
+
+
+def test_a_yes_without_the_name_the_gold_gives_is_only_a_guess():
+    q = "Does Foot Locker's new CEO have previous CEO experience in a similar company to Footlocker?"
+    gold = "Yes. She was previous CEO of Ulta Beauty which means she had to manage a large retail company."
+    assert key_names(gold, q) == ["Ulta Beauty"]
+    invented = grade(q, gold, "Yes, Foot Locker's new CEO, John Doe, was the CEO of Nike.")
+    assert (invented.rule, invented.decided) == ("yes_no_figures", False)
+    named = grade(q, gold, "Yes: Mary Dillon ran Ulta Beauty as its CEO before.")
+    assert (named.label, named.rule, named.decided) == ("correct", "yes_no", True)
+    assert key_names("Yes, Boeing's business is cyclical.", "Is Boeing's business subject to cyclicality?") == []
 
 
 # --- the judge --------------------------------------------------------------------------------------------

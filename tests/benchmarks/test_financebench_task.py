@@ -240,3 +240,26 @@ def test_an_agent_run_end_to_end_on_the_scripted_fake_and_its_episodes_in_the_re
     page = html.read_text(encoding="utf-8")
     assert "Episodes of run" in page and "<b>read_page</b>" in page and "[3M_2018_10K page 59 of 160]" in page
     assert "$1,577 million" in page
+
+
+def test_a_score_resting_on_the_rules_guesses_is_flagged_on_every_view(shared_data, tmp_path):
+    """gpt-4-1106-preview's oracle answers: many open answers graded correct by word overlap only. The run says how
+    many, gives the sure lower bound beside the accuracy, and the flag reaches the views through run_flags."""
+    from finharness.report.runs import run_flags
+
+    released = shared_data / "financebench" / "results" / "gpt-4-1106-preview_oracle.jsonl"
+    done = run_cli("score", "financebench", "--predictions", str(released), "--grader", "rules",
+                   "--data-dir", str(shared_data), "--out", str(tmp_path / "scored"), "--json")
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "scored" / "results.json").read_text(encoding="utf-8"))
+    metrics = results["metrics"]
+    guessed_correct = round((metrics["accuracy"]["value"] - metrics["sure_correct"]["value"]) * 150)
+    assert guessed_correct >= 8 and 0 < metrics["guessed"]["value"] < 1
+    flags = run_flags(results)
+    assert any(f.startswith(f"guessed grades: {guessed_correct} of 150 'correct' grades") for f in flags), flags
+    closed = run_cli("score", "financebench", "--predictions",
+                     str(shared_data / "financebench" / "results" / "gpt-4_closedBook.jsonl"), "--grader", "rules",
+                     "--data-dir", str(shared_data), "--out", str(tmp_path / "closed"), "--json")
+    assert closed.returncode == 0, closed.stderr
+    closed_results = json.loads((tmp_path / "closed" / "results.json").read_text(encoding="utf-8"))
+    assert not any(f.startswith("guessed grades") for f in run_flags(closed_results))  # few correct, none by guess

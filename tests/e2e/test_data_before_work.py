@@ -7,7 +7,8 @@ GitHub's raw host (tests/servers/data_hosts.py) and without them (offline):
   `--pull` the suite does it itself;
 - offline, the pull fails at once, one line per dataset, without a library's `Retrying in` lines, and leaves no
   folder behind;
-- what can never be had here stops the suite unless `--skip-missing`, and the scorecard says why each row is missing;
+- what can never be had here, or is not pulled yet, stops the suite unless `--skip-missing`, and the scorecard says
+  why each row is missing;
 - `finharness doctor`'s data row reads what the data root holds, not that a folder exists.
 """
 
@@ -177,6 +178,25 @@ def test_data_that_cannot_be_had_here_stops_unless_skip_missing(tmp_path: Path, 
     assert cells["official_fundamentals"]["status"] == "missing"
     assert cells["official_fundamentals"]["why"].startswith("skipped (--skip-missing): needs dataset "
                                                             "fintradebench-fundamentals")
+
+
+def test_offline_skip_missing_runs_the_rows_whose_data_is_here(tmp_path: Path, offline):
+    """Not pulled yet and no network: --skip-missing goes on without those rows, each labelled with the pull."""
+    suite, root, out = tmp_path / "small.toml", tmp_path / "data", tmp_path / "out"
+    suite.write_text(SUITE, encoding="utf-8")
+    root.mkdir()
+    run = ["suite", str(suite), "--model", "fake", "--data-dir", str(root), "--out", str(out), "-q"]
+    stopped = cli(*run)
+    assert stopped.exit_code == 2 and "or run without those rows with --skip-missing" in stopped.output
+    skipped = cli(*run, "--skip-missing")
+    assert skipped.exit_code in (0, 1), skipped.output
+    assert "note: without 2 row(s) whose data is not here: tatqa, convfinqa" in skipped.output
+    cells = {c["row"]: c for c in json.loads((out / "scorecard.json").read_text(encoding="utf-8"))["cells"]}
+    assert cells["demo"]["status"] == "complete"
+    for row, dataset in (("tatqa", "tatqa"), ("convfinqa", "bizbench")):
+        assert cells[row]["status"] == "missing"
+        assert cells[row]["why"].startswith("skipped (--skip-missing): needs dataset "), cells[row]["why"]
+    assert files_in(root) == []  # nothing was pulled or left behind
 
 
 def test_the_doctor_reads_what_the_data_root_holds(tmp_path: Path, shared_data: Path):

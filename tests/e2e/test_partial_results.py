@@ -169,3 +169,21 @@ def test_a_run_stopped_before_the_store_exists_is_named_as_no_run_folder(tmp_pat
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no results.json and no run store here" in result.output
 
+
+
+def test_a_stop_while_the_suite_plans_its_eta_says_nothing_is_stored_and_how_to_start(tmp_path: Path, monkeypatch):
+    """Before its first call a suite plans its work for the ETA (seconds; with a local model, a model load): a Ctrl-C
+    there said nothing at all and exited 130. Now the same message as any stop: nothing stored, the command."""
+    import finharness.suite.plan as plan
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # what Ctrl-C raises in the main thread while the plan is being made
+
+    monkeypatch.setattr(plan, "plan_suite", interrupted)
+    suite, out = tmp_path / "stops.toml", tmp_path / "out"
+    suite.write_text(SUITE, encoding="utf-8")
+    result = CliRunner().invoke(app, ["suite", str(suite), "--model", "fake", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert "planning the suite's work for its ETA" in result.output
+    assert "interrupted: samples finished and stored: nothing" in result.output
+    assert f"resume with: finharness suite {suite} --model fake --out {out}" in result.output

@@ -329,6 +329,7 @@ def build_results(task: Task, config: RunConfig, agg: Aggregate, records: Sequen
         "groups": {g: {k: metrics_json(ms) for k, ms in vals.items()} for g, vals in agg.groups.items()},
         "counts": counts,
         "notes": notes,
+        **({"flags": list(agg.flags)} if agg.flags else {}),
         **({"adaptations": adaptations} if adaptations else {}),
         "extra": to_jsonable(agg.extra),
         "timing": {"wall_s": round(wall_s, 3),

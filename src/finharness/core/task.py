@@ -90,6 +90,10 @@ class Aggregate:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Task-specific JSON-able details."""
 
+    flags: Sequence[str] = ()
+    """Why the headline may mislead at face value, one short sentence each ('kind: what and how many'); every view
+    of the run (its summary, the scorecard, `compare`) shows them beside the number (report.runs.run_flags)."""
+
 
 @dataclass(frozen=True)
 class SampleRecord:

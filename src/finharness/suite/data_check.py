@@ -94,12 +94,6 @@ class DataCheck:
                     out.setdefault(row, f"needs dataset {need.dataset}: {need.detail}")
         return out
 
-    def unobtainable_rows(self) -> dict[str, str]:
-        """Row -> why: the rows no pull can give data to (never, unknown, a load error)."""
-        return {row: why for row, why in self.blocked_rows().items()
-                if row in self.errors or any(row in n.rows for n in self.needs.values()
-                                             if n.status in ("never", "unknown"))}
-
 
 def _state(name: str, root: Path) -> tuple[str, str]:
     from ..data.registry import get, verify
@@ -227,8 +221,8 @@ def report_lines(check: DataCheck, *, pull: str, skip_hint: bool = True,
     if never:
         lines.append(f"not to be had here ({len(never)} dataset(s)):")
         lines += [f"  {n.dataset}: {n.detail}; read by {', '.join(n.rows)}" for n in never]
-        if skip_hint:
-            lines.append("run without those rows with --skip-missing (the scorecard says why each is missing)")
+    if (missing or never) and skip_hint:
+        lines.append("or run without those rows with --skip-missing (the scorecard says why each is missing)")
     for row, why in check.errors.items():
         lines.append(f"  {row} cannot read its data: {why}")
     for n in check.of("partial"):

@@ -17,7 +17,8 @@ rules   no model at all. Each grade records its rule, and whether the rule is su
                            'a decrease of 0.2 percentage points' for 0.002: filings and analysts write
                            outflows and declines as positive amounts with the sign in words). Equal is
                            `tolerance`: one unit of the gold's last digit (rounded intermediate results:
-                           7.8% for 7.9%), half a unit when the gold has one significant digit (0.02), at
+                           7.8% for 7.9%), less than half a unit when the gold has one significant digit
+                           (0.02; '1.5 percentage points' is not '1 percentage point'), at
                            least RELATIVE_TOLERANCE of the gold, at the reply's own precision when it is
                            coarser but within COARSEST_REPLY_STEP ('$1.62 billion' for 1,616 million, not
                            '$1.6 billion'); a gold of 0 needs 0.
@@ -29,22 +30,26 @@ rules   no model at all. Each grade records its rule, and whether the rule is su
                            graded on the 5.4%; a calculation that stops at 'without the COGS we cannot
                            complete it' is a refusal); on the other questions, when the phrase is in its
                            first REFUSAL_OPENING sentences (later ones are caveats of an answer).
+          made_up          the answer says its figures are invented ('let's assume', 'hypothetical values',
+                           'for the purpose of this example'): incorrect, whatever it concludes.
           no_number        a numeric question answered without any number: incorrect, a guess.
           yes_no           the gold starts with Yes/No and the answer opens a sentence with Yes/No (or
                            says 'the answer is yes'): the other stance is incorrect; the same stance is
-                           correct when at least half the gold's key figures are in the answer too
-                           (yes_no_figures, a guess, when they are not).
+                           correct when at least half the gold's key figures are in the answer too, and
+                           one of the names the gold gives that the question does not (`key_names`: 'Ulta
+                           Beauty'), where it gives any (yes_no_figures, a guess, when not).
           yes_no_implied   no explicit Yes/No: the stance read from negation in the answer's conclusion,
                            and the gold's key figures; a guess.
           overlap          the rest (open answers): correct when at least half the gold's key numbers are in
                            the answer, or, for a gold without numbers, at least OVERLAP_CORRECT of its content
-                           words (`key_fact_overlap`); a guess.
+                           words that the question does not already have (`key_fact_overlap`: an answer that
+                           repeats the question's words and picks the wrong option shares none); a guess.
 judge   the rules where they are sure (decided=True), a rubric LLM judge for every grade they only guessed
         (`judge_messages`; its one-line verdict read by `read_judge_verdict`; `grade_judged` does both for
         one answer); a reply with no readable verdict keeps the rules' guess (rule 'judge_unreadable').
 
 Measured against the release's 1,200 human labels, design files apart from held-out ones:
-bench/financebench_grader.py and docs/benchmarks/financebench-grading.md.
+bench/financebench_grader.py and docs/benchmarks/financebench.md.
 """
 
 from __future__ import annotations
@@ -77,8 +82,9 @@ COARSEST_REPLY_STEP = 0.01
 """A reply rounded more coarsely than the gold is compared at its own precision only while that precision
 is within 1% of the gold (BizBench's tolerance): coarser than that says nothing about the number."""
 
-OVERLAP_CORRECT = 0.5
-"""The open-answer fallback: share of the gold's content words the answer must contain to be guessed correct."""
+OVERLAP_CORRECT = 0.3
+"""The open-answer fallback: share of the gold's content words new to the question that the answer must contain
+to be guessed correct (on the 1,200 labelled answers 0.3 agrees as well as 0.5 did over all the gold's words)."""
 
 REFUSAL_OPENING = 2
 """Sentences at the start of an open answer where a refusal phrase marks it a refusal. On the four design files
@@ -98,7 +104,7 @@ class Grade:
 
     rule: str
     """The rule that decided: 'empty', 'refusal_phrase', 'number_match', 'number_mismatch', 'no_number', 'yes_no',
-    'yes_no_figures', 'yes_no_implied', 'overlap'; in the judge mode also 'judge', 'judge_unreadable'."""
+    'yes_no_figures', 'yes_no_implied', 'overlap', 'made_up'; in the judge mode also 'judge', 'judge_unreadable'."""
 
     decided: bool
     """True: the rule is confident (the judge mode keeps it); False: a fallback guessed (rules mode still
@@ -332,9 +338,23 @@ def tolerance(gold: GoldNumber, reply_step: float = 0.0) -> float:
 
 
 def number_agrees(quantity: Quantity, gold: GoldNumber) -> bool:
-    """Whether a reading of the reply equals the gold (`tolerance`); signs are not compared (module docstring)."""
+    """Whether a reading of the reply equals the gold (`tolerance`); signs are not compared (module docstring).
+    A half-unit band is open: '1.5 percentage points' rounds away from a gold of '1 percentage point'."""
     value = abs(quantity.value)
-    return math.isfinite(value) and abs(value - abs(gold.value)) <= tolerance(gold, quantity.step) * (1 + 1e-9)
+    if not math.isfinite(value):
+        return False
+    band, distance = tolerance(gold, quantity.step), abs(value - abs(gold.value))
+    if _half_unit_band(gold, quantity.step):
+        return distance < band * (1 - 1e-9)
+    return distance <= band * (1 + 1e-9)
+
+
+def _half_unit_band(gold: GoldNumber, reply_step: float) -> bool:
+    """Whether `tolerance` gives the gold's half-unit band (a gold of one significant digit, read at its own step)."""
+    target = abs(gold.value)
+    coarse = target < 10 * gold.step * (1 - 1e-9)
+    own_step = not gold.step < reply_step <= COARSEST_REPLY_STEP * target
+    return target != 0.0 and coarse and own_step and gold.step * 0.5 >= RELATIVE_TOLERANCE * target
 
 
 def _format(value: float) -> str:
@@ -435,6 +455,20 @@ def _ends_declining(answer: str, gold: GoldNumber | None) -> str | None:
     return None
 
 
+_MADE_UP = re.compile(r"\blet'?s (?:assume|say|suppose)\b|\bhypothetical\b|\bfor (?:the )?purposes? of (?:this|the|an?) "
+                      r"(?:example|illustration)\b|\bplaceholder\b|\billustrative (?:values?|figures?|numbers?|data)\b|"
+                      r"\bassume (?:that )?(?:the )?(?:following )?(?:values?|figures?|numbers?|data)\b", re.I)
+
+
+def made_up(answer: str) -> str | None:
+    """The phrase with which an answer says its figures are invented ('Let's assume the following values
+    (these are hypothetical values ...)'), else None. Such an answer is not an answer from the filing, whatever
+    it concludes: incorrect (a small model does this where it has no figures; no released answer the humans
+    labelled correct does)."""
+    found = _MADE_UP.search((answer or "").rsplit("</think>", 1)[-1])
+    return found.group(0) if found else None
+
+
 # --- yes / no --------------------------------------------------------------------------------------
 
 _GOLD_STANCE = re.compile(r"^\W*(yes|no)\b(?![-'])", re.I)
@@ -483,8 +517,9 @@ def _content_words(text: str) -> set[str]:
     return {w.strip("'-") for w in _WORD.findall(text.lower()) if w.strip("'-") not in _STOPWORDS and len(w) > 2}
 
 
-def key_fact_overlap(gold: str, answer: str) -> tuple[int, int, float]:
-    """(the gold's key numbers found in the answer, the gold's key numbers, share of its content words found)."""
+def key_fact_overlap(gold: str, answer: str, question: str = "") -> tuple[int, int, float]:
+    """(the gold's key numbers found in the answer, the gold's key numbers, share of its content words found):
+    the words the question already has are left out of that share where the gold has others."""
     gold_numbers = [r for r, before, after in _located(str(gold)) if _is_quantity(r, before, after, None)]
     answer_numbers = [n for s in _sentences(answer) for n in _answer_numbers(s, None)]
     found = 0
@@ -496,18 +531,54 @@ def key_fact_overlap(gold: str, answer: str) -> tuple[int, int, float]:
         if any(number_agrees(q, target) for q in quantities):
             found += 1
     words = _content_words(str(gold))
+    words = (words - _content_words(question)) or words
     share = len(words & _content_words(answer)) / len(words) if words else 0.0
     return found, len(gold_numbers), share
 
 
-def _fallback(gold: str, answer: str, why: str) -> Grade:
-    found, wanted, share = key_fact_overlap(gold, answer)
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z&'-]+(?:\s+[A-Z][a-zA-Z&'-]+)*")
+_NOT_NAMES = frozenset("yes no the this that these those she he it they its their our we i a an in on of for and or but so "
+                       "as at by to fy q1 q2 q3 q4 usd us".split())
+
+
+def _bare(word: str) -> str:
+    """A word lower-cased without its possessive: "Boeing's" -> 'boeing'."""
+    word = word.lower().replace("\u2019", "'").strip("'")
+    return word[:-2] if word.endswith("'s") else word
+
+
+def key_names(gold: str, question: str) -> list[str]:
+    """The names the gold gives that the question does not ('Ulta Beauty' for 'Does Foot Locker's new CEO have
+    previous CEO experience ...'): capitalised words inside a sentence, none of whose words the question has."""
+    asked = {_bare(w) for w in re.findall(r"[A-Za-z&'-]+", question or "")}
+    names = []
+    for sentence in _sentences(str(gold)):
+        for found in _NAME.finditer(sentence):
+            if found.start() == 0:
+                continue
+            words = [_bare(w) for w in found.group(0).split()]
+            if any(w in asked for w in words) or all(w in _NOT_NAMES or len(w) < 3 for w in words):
+                continue
+            if _MONTH_BEFORE.search(found.group(0)):
+                continue
+            names.append(found.group(0))
+    return list(dict.fromkeys(names))
+
+
+def names_found(names: list[str], answer: str) -> int:
+    """How many of `names` the answer mentions (each by any of its words of 3 letters or more, case-blind)."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z&'-]+", answer or "")}
+    return sum(1 for n in names if any(w.lower() in words for w in n.split() if len(w) >= 3))
+
+
+def _fallback(gold: str, answer: str, why: str, question: str) -> Grade:
+    found, wanted, share = key_fact_overlap(gold, answer, question)
     if wanted:
         label = "correct" if 2 * found >= wanted else "incorrect"
         detail = f"{why}; {found} of the gold's {wanted} key numbers in the answer"
     else:
         label = "correct" if share >= OVERLAP_CORRECT else "incorrect"
-        detail = f"{why}; {share:.0%} of the gold's content words in the answer"
+        detail = f"{why}; {share:.0%} of the gold's content words new to the question in the answer"
     return Grade(label, "overlap", False, detail)
 
 
@@ -528,9 +599,13 @@ def grade_rules(question: str, gold: str, answer: str, *, question_type: str | N
         declined = _ends_declining(answer, gold_number)
         if graded.label != "correct" and declined is not None:  # a matching number is an answer, caveats or not
             return Grade("refusal", "refusal_phrase", True, f"declines and gives no number after: {declined!r}")
+        if graded.label == "correct" and (invented := made_up(answer)):
+            return Grade("incorrect", "made_up", True, f"its figures are invented ({invented!r}): {graded.detail}")
         return graded
     if refusal is not None:
         return Grade("refusal", "refusal_phrase", True, f"declines: {refusal!r}")
+    if invented := made_up(answer):
+        return Grade("incorrect", "made_up", True, f"its figures are invented: {invented!r}")
     stance = gold_stance(gold)
     if stance is not None:
         said = answer_stance(answer)
@@ -538,18 +613,20 @@ def grade_rules(question: str, gold: str, answer: str, *, question_type: str | N
             found, wanted, _ = key_fact_overlap(gold, answer)
             if said != stance:
                 return Grade("incorrect", "yes_no", True, f"gold {stance}, answer {said}")
-            if 2 * found >= wanted:
-                return Grade("correct", "yes_no", True,
-                             f"gold {stance}, answer {said}; {found} of the gold's {wanted} key numbers in the answer")
-            return Grade("correct", "yes_no_figures", False, f"gold {stance}, answer {said}, but only {found} of "
-                                                             f"the gold's {wanted} key numbers in the answer")
+            names = key_names(gold, question)
+            named = names_found(names, answer)
+            facts = f"{found} of the gold's {wanted} key numbers" + (f", {named} of its names {names}" if names else "")
+            if 2 * found >= wanted and (named or not names):
+                return Grade("correct", "yes_no", True, f"gold {stance}, answer {said}; {facts} in the answer")
+            return Grade("correct", "yes_no_figures", False, f"gold {stance}, answer {said}, but only {facts} "
+                                                             "in the answer")
         implied, conclusion = implied_stance(answer)
         found, wanted, _ = key_fact_overlap(gold, answer)
         agrees = implied == stance and 2 * found >= wanted  # the gold's figures are part of its answer
         return Grade("correct" if agrees else "incorrect", "yes_no_implied", False,
                      f"gold {stance}, no explicit yes/no; the conclusion reads {implied} ({conclusion[:100]!r}); "
                      f"{found} of the gold's {wanted} key numbers in the answer")
-    return _fallback(gold, answer, "open answer")
+    return _fallback(gold, answer, "open answer", question)
 
 
 # --- the judge ----------------------------------------------------------------------------------------

@@ -103,6 +103,22 @@ class FinanceBenchOptions:
     """A JSONL of answers made elsewhere (financebench_id, model_answer): grade them, ask no model."""
 
 
+GUESSED_CORRECT_FLAG = 0.05
+"""A run whose share of 'correct' grades that are the rules' guesses reaches this is flagged: its accuracy rests
+that much on word overlap (measured against the human labels the guesses agree 0.73, the sure rules 0.97; on a
+small model's invented answers far less)."""
+
+
+def guess_flags(scored: Sequence[SampleRecord]) -> list[str]:
+    """The flag of a run whose accuracy rests on guessed grades (GUESSED_CORRECT_FLAG), else none."""
+    guessed = sum(1 for r in scored if r.score.value == 1.0 and not r.score.values.get("sure_correct", 1.0))
+    if not scored or guessed / len(scored) < GUESSED_CORRECT_FLAG:
+        return []
+    sure = sum(1 for r in scored if r.score.values.get("sure_correct")) / len(scored)
+    return [f"guessed grades: {guessed} of {len(scored)} 'correct' grades are the rules' guesses (sure_correct "
+            f"{sure:.1%}); a judge decides them: -o grader=judge --judge SPEC"]
+
+
 class FinanceBenchTask(Task):
     name = "financebench"
     description = "FinanceBench open sample: 150 questions over whole filings, the paper's configurations + agent"
@@ -115,11 +131,15 @@ class FinanceBenchTask(Task):
         return DataNeeds(("financebench", *answers), pulled=("financebench",))
     roles: ClassVar[tuple[str, ...]] = ("model",)
     predictions_option: ClassVar[str | None] = "answers"
-    metric_directions: ClassVar[Mapping[str, str]] = {"incorrect": "lower", "refusal": "lower",
+    metric_directions: ClassVar[Mapping[str, str]] = {"incorrect": "lower", "refusal": "lower", "guessed": "info",
                                                       "agent.*": "info"}
     metric_docs: ClassVar[Mapping[str, str]] = {
         "accuracy": "share of questions answered correctly (the paper's human grading reproduced by the grader)",
         "incorrect": "share answered wrongly", "refusal": "share refused or not answered (a give-up counts here)",
+        "sure_correct": "share graded correct by a rule that is sure of it (or the judge): the accuracy's lower bound "
+                        "when the rules guessed",
+        "guessed": "share of grades the rules only guessed (open answers by word overlap, yes/no without the gold's "
+                   "figures or names): a judge decides them (-o grader=judge --judge SPEC)",
         "agent.steps, agent.tool_calls, agent.tool_errors, agent.parse_failures, agent.gave_up, agent.tokens":
             "agent mode: per episode (means with intervals)",
         "agent.calls.*": "agent mode: calls of each tool per episode"}
@@ -318,7 +338,8 @@ class FinanceBenchTask(Task):
 
     def score(self, sample: Sample, prediction: Any) -> Score:
         grade = self.grade(sample, prediction)
-        values = {"incorrect": float(grade.label == "incorrect"), "refusal": float(grade.label == "refusal")}
+        values = {"incorrect": float(grade.label == "incorrect"), "refusal": float(grade.label == "refusal"),
+                  "sure_correct": float(grade.label == "correct" and grade.decided), "guessed": float(not grade.decided)}
         episode = prediction.get("episode") if isinstance(prediction, Mapping) else None
         if episode:
             values.update(episode_values(episode))
@@ -355,12 +376,12 @@ class FinanceBenchTask(Task):
         grades = Counter(r.score.extracted for r in scored)
         rules = Counter(r.score.rule for r in scored)
         notes.append(f"grader {self.settings.grader}: " + ", ".join(f"{k} {v}" for k, v in sorted(grades.items()))
-                     + " (rules that decided: " + ", ".join(f"{k} {v}" for k, v in rules.most_common()) + ")")
+                     + " (by rule: " + ", ".join(f"{k} {v}" for k, v in rules.most_common()) + ")")
         extra: dict[str, Any] = {"grades": dict(grades), "rules": dict(rules), "absent_documents": self._absent,
                                  "paper_mode": PAPER_MODES.get(self.settings.mode)}
         if self.settings.mode == "agent":
             extra["agent"] = agent_summary(r.prediction for r in scored)
-        return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra)
+        return Aggregate(metrics=metrics, groups=groups, notes=notes, extra=extra, flags=guess_flags(scored))
 
     def plan_notes(self) -> list[str]:
         if self.settings.mode != "agent":
