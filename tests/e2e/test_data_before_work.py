@@ -103,11 +103,16 @@ def offline(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("FINHARNESS_GITHUB_RAW", "http://127.0.0.1:9")
 
 
-def test_missing_data_stops_the_suite_with_one_list_and_a_pull_fetches_it(tmp_path: Path, hosts):
+def small_suite(tmp_path: Path) -> tuple[Path, Path, Path, list[str]]:
+    """SUITE written to a file, an empty data root, the out folder, and the suite command over them."""
     suite, root, out = tmp_path / "small.toml", tmp_path / "data", tmp_path / "out"
     suite.write_text(SUITE, encoding="utf-8")
     root.mkdir()
-    run = ["suite", str(suite), "--model", "fake", "--data-dir", str(root), "--out", str(out), "-q"]
+    return suite, root, out, ["suite", str(suite), "--model", "fake", "--data-dir", str(root), "--out", str(out), "-q"]
+
+
+def test_missing_data_stops_the_suite_with_one_list_and_a_pull_fetches_it(tmp_path: Path, hosts):
+    suite, root, out, run = small_suite(tmp_path)
     stopped = cli(*run)
     assert stopped.exit_code == 2, stopped.output
     text = stopped.output
@@ -182,10 +187,7 @@ def test_data_that_cannot_be_had_here_stops_unless_skip_missing(tmp_path: Path, 
 
 def test_offline_skip_missing_runs_the_rows_whose_data_is_here(tmp_path: Path, offline):
     """Not pulled yet and no network: --skip-missing goes on without those rows, each labelled with the pull."""
-    suite, root, out = tmp_path / "small.toml", tmp_path / "data", tmp_path / "out"
-    suite.write_text(SUITE, encoding="utf-8")
-    root.mkdir()
-    run = ["suite", str(suite), "--model", "fake", "--data-dir", str(root), "--out", str(out), "-q"]
+    suite, root, out, run = small_suite(tmp_path)
     stopped = cli(*run)
     assert stopped.exit_code == 2 and "or run without those rows with --skip-missing" in stopped.output
     skipped = cli(*run, "--skip-missing")
