@@ -172,9 +172,9 @@ UNPARSEABLE_SHARE = 0.5
 
 def run_flags(results: Mapping[str, Any]) -> list[str]:
     """What makes a run's number mislead at face value, one short sentence each (empty: nothing): most replies could
-    not be read, the multiple-choice method fell back from log-likelihoods, decoding was not greedy (a
-    parameter the server refused, or a temperature asked for), and what the task itself flagged (Aggregate.flags). Read from results.json alone, so every view (the run
-    summary, the scorecard, `compare`) says the same."""
+    not be read, the multiple-choice method fell back from log-likelihoods, decoding was not greedy (a parameter
+    the server refused, or a temperature asked for), and what the task itself flagged (Aggregate.flags). Read from
+    results.json alone, so every view (the run summary, the scorecard, `compare`) says the same."""
     flags = [str(f) for f in results.get("flags") or ()]  # the task's own (Aggregate.flags)
     counts = results.get("counts") or {}
     scored = int(counts.get("samples") or 0) - int(counts.get("failed_samples") or 0)

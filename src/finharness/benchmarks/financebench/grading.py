@@ -324,37 +324,37 @@ def _quantities(number: AnswerNumber, unit: float, percent_question: bool, in_th
     return out
 
 
+def _band(gold: GoldNumber, reply_step: float) -> tuple[float, bool]:
+    """`tolerance`'s band and whether it is open: the half-unit band of a gold of one significant digit, read at
+    its own step, excludes its edge ('1.5 percentage points' rounds away from a gold of '1 percentage point')."""
+    target = abs(gold.value)
+    if target == 0.0:
+        return 0.0, False
+    coarse = target < 10 * gold.step * (1 - 1e-9)
+    own_step = not gold.step < reply_step <= COARSEST_REPLY_STEP * target
+    step = gold.step if own_step else reply_step
+    width = step * (0.5 if coarse else LAST_DIGIT_UNITS)
+    floor = RELATIVE_TOLERANCE * target
+    return max(width, floor), coarse and own_step and width >= floor
+
+
 def tolerance(gold: GoldNumber, reply_step: float = 0.0) -> float:
     """How far from the gold (in magnitude) a reply written to `reply_step` may be and still equal it: one unit
     of the gold's last digit (LAST_DIGIT_UNITS), half a unit for a gold of one significant digit (0.02, 0.4 are
     coarse bands already), at the reply's own precision when it is coarser but within COARSEST_REPLY_STEP, and
     never less than RELATIVE_TOLERANCE of the gold. 0 for a gold of 0."""
-    target = abs(gold.value)
-    if target == 0.0:
-        return 0.0
-    units = LAST_DIGIT_UNITS if target >= 10 * gold.step * (1 - 1e-9) else 0.5
-    step = reply_step if gold.step < reply_step <= COARSEST_REPLY_STEP * target else gold.step
-    return max(step * units, RELATIVE_TOLERANCE * target)
+    return _band(gold, reply_step)[0]
 
 
 def number_agrees(quantity: Quantity, gold: GoldNumber) -> bool:
-    """Whether a reading of the reply equals the gold (`tolerance`); signs are not compared (module docstring).
-    A half-unit band is open: '1.5 percentage points' rounds away from a gold of '1 percentage point'."""
+    """Whether a reading of the reply equals the gold (`tolerance`, an open band where `_band` says so); signs are
+    not compared (module docstring)."""
     value = abs(quantity.value)
     if not math.isfinite(value):
         return False
-    band, distance = tolerance(gold, quantity.step), abs(value - abs(gold.value))
-    if _half_unit_band(gold, quantity.step):
-        return distance < band * (1 - 1e-9)
-    return distance <= band * (1 + 1e-9)
-
-
-def _half_unit_band(gold: GoldNumber, reply_step: float) -> bool:
-    """Whether `tolerance` gives the gold's half-unit band (a gold of one significant digit, read at its own step)."""
-    target = abs(gold.value)
-    coarse = target < 10 * gold.step * (1 - 1e-9)
-    own_step = not gold.step < reply_step <= COARSEST_REPLY_STEP * target
-    return target != 0.0 and coarse and own_step and gold.step * 0.5 >= RELATIVE_TOLERANCE * target
+    width, is_open = _band(gold, quantity.step)
+    distance = abs(value - abs(gold.value))
+    return distance < width * (1 - 1e-9) if is_open else distance <= width * (1 + 1e-9)
 
 
 def _format(value: float) -> str:
@@ -536,7 +536,8 @@ def key_fact_overlap(gold: str, answer: str, question: str = "") -> tuple[int, i
     return found, len(gold_numbers), share
 
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z&'-]+(?:\s+[A-Z][a-zA-Z&'-]+)*")
+_NAME = re.compile(r"(?<![.!?]\s)\b[A-Z][a-zA-Z&'-]+(?:\s+[A-Z][a-zA-Z&'-]+)*")
+_LETTERS = re.compile(r"[A-Za-z&'\u2019-]+")
 _NOT_NAMES = frozenset("yes no the this that these those she he it they its their our we i a an in on of for and or but so "
                        "as at by to fy q1 q2 q3 q4 usd us".split())
 
@@ -547,10 +548,14 @@ def _bare(word: str) -> str:
     return word[:-2] if word.endswith("'s") else word
 
 
+def _bare_words(text: str) -> set[str]:
+    return {_bare(w) for w in _LETTERS.findall(text or "")}
+
+
 def key_names(gold: str, question: str) -> list[str]:
     """The names the gold gives that the question does not ('Ulta Beauty' for 'Does Foot Locker's new CEO have
     previous CEO experience ...'): capitalised words inside a sentence, none of whose words the question has."""
-    asked = {_bare(w) for w in re.findall(r"[A-Za-z&'-]+", question or "")}
+    asked = _bare_words(question)
     names = []
     for sentence in _sentences(str(gold)):
         for found in _NAME.finditer(sentence):
@@ -567,8 +572,8 @@ def key_names(gold: str, question: str) -> list[str]:
 
 def names_found(names: list[str], answer: str) -> int:
     """How many of `names` the answer mentions (each by any of its words of 3 letters or more, case-blind)."""
-    words = {w.lower() for w in re.findall(r"[A-Za-z&'-]+", answer or "")}
-    return sum(1 for n in names if any(w.lower() in words for w in n.split() if len(w) >= 3))
+    words = _bare_words(answer)
+    return sum(1 for n in names if any(_bare(w) in words for w in n.split() if len(w) >= 3))
 
 
 def _fallback(gold: str, answer: str, why: str, question: str) -> Grade:
