@@ -59,6 +59,24 @@ def test_bad_spec_options_are_named(tmp_path, suffix, message):
         parse_spec(f"llamacpp:{model}{suffix}")
 
 
+def test_deterministic_decodes_one_cold_sequence_at_a_time(tmp_path):
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    path, options = parse_spec(f"llamacpp:{model}?deterministic=1")
+    backend = llamacpp.LlamaCppBackend(path, options=options)
+    backend.plan_concurrency(8)  # the run's --concurrency does not widen it
+    config = backend.engine_config()
+    assert (config.slots, config.reuse_prefix, backend.capabilities.max_concurrency) == (1, False, 1)
+    plain = llamacpp.LlamaCppBackend(path, options=parse_spec(f"llamacpp:{model}")[1])
+    plain.plan_concurrency(8)
+    assert (plain.engine_config().slots, plain.engine_config().reuse_prefix) == (8, True)
+    for clash in ("parallel=4", "prompt_cache_mb=100"):
+        with pytest.raises(SpecError, match="deterministic=1 decodes one sequence"):
+            parse_spec(f"llamacpp:{model}?deterministic=1&{clash}")
+    with pytest.raises(SpecError, match="deterministic"):
+        parse_spec(f"llamacpp:{model}?deterministic=2")
+
+
 def test_missing_model_file_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError, match="model file not found"):
         llamacpp.from_spec(f"llamacpp:{tmp_path / 'absent.gguf'}")
@@ -232,6 +250,28 @@ def test_embedded_1_5b_generates_and_scores():
         response = asyncio.run(model.loglikelihood(LoglikelihoodRequest(CONTEXT, CHOICES)))
         np.testing.assert_allclose(response.logprobs, _naive_logprobs(
             model, LoglikelihoodRequest(CONTEXT, CHOICES))[0], atol=REUSE_TOLERANCE_NATS)
+    finally:
+        asyncio.run(model.aclose())
+
+
+@pytest.mark.model
+def test_deterministic_replies_do_not_depend_on_what_ran_before_or_beside():
+    def ask(model, *texts):
+        async def all_at_once():
+            return await asyncio.gather(*(model.generate(GenerateRequest(messages(("user", text)),
+                                                                         GenerateParams(max_tokens=12)))
+                                          for text in texts))
+        return asyncio.run(all_at_once())
+
+    questions = ("Name one risk of holding a 30-year bond.", "Name one risk of holding a 30-year bond, briefly.",
+                 "What is a stock split?")
+    model = embedded.from_spec("embedded?n_ctx=2048&threads=2&deterministic=1")
+    try:
+        alone = [ask(model, question)[0] for question in questions]
+        before = model.prompt_tokens_evaluated
+        together = ask(model, *questions)  # the second shares the first's prefix and queues behind it
+        assert model.prompt_tokens_evaluated - before == sum(reply.prompt_tokens for reply in together)
+        assert [reply.text for reply in together] == [reply.text for reply in alone]
     finally:
         asyncio.run(model.aclose())
 

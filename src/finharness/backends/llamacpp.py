@@ -84,6 +84,14 @@ class LlamaCppOptions:
     keeps in flight (`--concurrency`), else 1. Not part of the identity; batched greedy replies can
     differ from single-stream ones where two tokens are nearly tied (bench/engine_batching.py)."""
 
+    deterministic: int = 0
+    """1: every reply is a function of its request alone -- one sequence at a time, each prompt evaluated
+    from its first token in the same chunks, no KV reused from an earlier request -- so a rerun or a
+    resumed run gets the very replies an uninterrupted one got. 0 (default): faster, but a greedy reply
+    can change with what else the engine decoded beside it or before it (llama.cpp's CPU kernels round
+    differently for other batch shapes): about 7 of 105 replies of `suite quick` differed between two
+    schedules. Not part of the identity; excludes `parallel` above 1 and `prompt_cache_mb`."""
+
     @classmethod
     def from_query(cls, query: str, *, spec: str) -> LlamaCppOptions:
         """The options of a spec's query; SpecError, naming the option, for an unknown one or a value that is not
@@ -104,6 +112,9 @@ class LlamaCppOptions:
             low, high = RANGES[key]
             if not low <= values[key] <= high:
                 raise SpecError(f"{spec}: option {key}={raw!r} must be from {low:,} to {high:,}")
+        if values.get("deterministic") and (values.get("parallel", 0) > 1 or values.get("prompt_cache_mb", 0) > 0):
+            raise SpecError(f"{spec}: deterministic=1 decodes one sequence at a time from a cold cache; "
+                            "it cannot take parallel above 1 or prompt_cache_mb")
         return cls(**values)
 
     @property
@@ -121,6 +132,7 @@ RANGES: dict[str, tuple[int, int]] = {
     "n_gpu_layers": (-1, _C_INT),  # -1: every layer
     "prompt_cache_mb": (0, 16 * 1024 * 1024),  # 0: off; at most 16 TiB
     "parallel": (0, 256),  # 0: the run's --concurrency; each sequence holds n_ctx KV cells of its own
+    "deterministic": (0, 1),
 }
 """The values each LlamaCppOptions field takes, inclusive."""
 
@@ -302,7 +314,7 @@ class LlamaCppBackend(BaseBackend):
         self.spec = spec or f"{SCHEME}:{self.model_path}"
         self.options = options
         self._model_sha256 = model_sha256
-        self._slots = max(1, options.parallel)
+        self._slots = 1 if options.deterministic else max(1, options.parallel)
         self.capabilities = Capabilities(
             generate=True, loglikelihood=True, next_token_logprobs=True,
             context_length=options.n_ctx, max_concurrency=self._slots, penalties=True, seed=True)
@@ -319,7 +331,8 @@ class LlamaCppBackend(BaseBackend):
     def plan_concurrency(self, calls_in_flight: int) -> None:
         """The run keeps this many calls in flight: without ?parallel=, decode that many sequences together."""
         with self._lock:
-            if self.options.parallel == 0 and self._engine is None and calls_in_flight > self._slots:
+            if self.options.parallel == 0 and not self.options.deterministic and self._engine is None \
+                    and calls_in_flight > self._slots:
                 self._slots = calls_in_flight
                 self.capabilities = replace(self.capabilities, max_concurrency=calls_in_flight)
 
@@ -330,7 +343,8 @@ class LlamaCppBackend(BaseBackend):
         slots = min(self._slots, self.options.n_batch, MAX_SEQUENCES)
         return EngineConfig(model_path=str(self.model_path), n_ctx=self.options.n_ctx, n_batch=self.options.n_batch,
                             n_threads=self.options.n_threads, n_gpu_layers=self.options.n_gpu_layers,
-                            slots=slots, prompt_cache_mb=self.options.prompt_cache_mb)
+                            slots=slots, prompt_cache_mb=self.options.prompt_cache_mb,
+                            reuse_prefix=not self.options.deterministic)
 
     def _running_engine(self) -> EngineProcess:
         with self._lock:

@@ -70,6 +70,10 @@ class EngineConfig:
     prompt_cache_mb: int = 0
     """RAM for saved KV states of finished sequences (0: only what the slots still hold)."""
 
+    reuse_prefix: bool = True
+    """Whether a request reuses the KV its slot holds of an earlier prompt's prefix (False: every prompt is
+    evaluated from its first token, so its reply does not depend on what ran before it)."""
+
 
 # --- generation --------------------------------------------------------------------------------
 
@@ -254,6 +258,8 @@ class Generator:
             # The free slot whose KV already holds the longest part of this prompt; the last prompt
             # token is always evaluated again (its logits start the generation).
             reuse, slot = max(((_common_prefix(s.cached, sequence.prompt), s) for s in free), key=lambda x: x[0])
+            if not self.config.reuse_prefix:
+                reuse = 0
             if self.states is not None:
                 reuse = self.states.swap(self, slot, sequence.prompt, reuse)
             reuse = min(reuse, len(sequence.prompt) - 1)

@@ -56,8 +56,8 @@ def float_option(shown: str, options: Mapping[str, str], name: str, *, minimum: 
     return value
 
 
-RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "parallel", "concurrency", "timeout", "key_env", "batch",
-                              "batch_poll", "batch_gather", "batch_max_requests"})
+RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "parallel", "deterministic", "concurrency", "timeout", "key_env",
+                              "batch", "batch_poll", "batch_gather", "batch_max_requests"})
 """Options that change how calls run, never what a model answers to a request (none is in a backend's
 identity): a model's name in match files and ratings leaves them out."""
 
