@@ -215,3 +215,82 @@ def test_a_declared_benchmarks_suite_row_is_planned_with_its_own_item_weights(tm
     manifest = json.loads((out / "suite.json").read_text(encoding="utf-8"))
     assert manifest["rows"][0]["benchmark"] == "Acme Bench" and manifest["status"] == "complete"
     assert "| Acme (3 questions) | accuracy | 100.0%" in (out / "scorecard.md").read_text(encoding="utf-8")
+
+
+ACME_SCORED = '''
+from dataclasses import dataclass
+
+from finharness.benchmarks.declaration import Benchmark, Health, HealthRate, MeanOfTasks, PairedDelta, SuiteHooks
+from finharness.core.task import Task
+from finharness.core.types import Message, Sample, Score
+
+
+@dataclass(frozen=True)
+class AcmeOptions:
+    variant: str = "plain"
+    """plain: the first question is never credited; hinted: every one is."""
+
+
+class AcmeTask(Task):
+    name = "acme"
+    description = "three acme questions"
+    Options = AcmeOptions
+
+    def load(self, data_dir):
+        return [Sample(id=f"acme/{i}", input={"q": f"question {i}"}, target="A") for i in range(3)]
+
+    async def solve(self, sample, models):
+        return (await models.model.chat([Message("user", sample.input["q"])])).text
+
+    def score(self, sample, prediction):
+        credited = self.settings.variant == "hinted" or not sample.id.endswith("/0")
+        return Score(value=float(credited and "A" in prediction))
+
+
+class AcmeHooks(SuiteHooks):
+    composites = (MeanOfTasks("mean of the acme rows (acme's rule)"),
+                  PairedDelta("variant", "plain", "hinted", "hint_delta", "hint Δ (hinted − plain)",
+                              "what the hint adds, paired per question"))
+
+    def headline_note(self, metric):
+        return "acme's accuracy, as the acme paper counts it" if metric == "accuracy" else ""
+
+    def judge_health(self, results):
+        return Health((HealthRate("acme echo", 1, len(results) * 3, "replies that echo the question"),),
+                      ("the acme judge is a stand-in",))
+
+
+HOOKS = AcmeHooks()
+
+BENCHMARK = Benchmark(name="acme", display="Acme Bench", tasks={"acme": "acme_scored:AcmeTask"},
+                      hooks="acme_scored:HOOKS")
+'''
+
+
+def test_a_declared_benchmarks_composites_notes_and_judge_health_reach_the_scorecard(tmp_path, monkeypatch):
+    fake_distribution(tmp_path / "dist", "acme-scored", "1.0",
+                      {"finharness.benchmarks": {"acme": "acme_scored:BENCHMARK"}}, {"acme_scored": ACME_SCORED})
+    monkeypatch.syspath_prepend(str(tmp_path / "dist"))
+    suite = tmp_path / "acme-suite.toml"
+    suite.write_text('name = "acme-suite"\nseed = 0\n\n'
+                     '[[task]]\nid = "plain"\nbenchmark = "Acme Bench"\ntask = "acme"\noptions = {variant = "plain"}\n\n'
+                     '[[task]]\nid = "hinted"\nbenchmark = "Acme Bench"\ntask = "acme"\n'
+                     'options = {variant = "hinted"}\n', encoding="utf-8")
+    out = tmp_path / "runs"
+    models = ("fake?reply=Answer: A&name=a", "fake?reply=Answer: A&name=b")
+    ran = invoke("suite", str(suite), *(x for m in models for x in ("--model", m)), "--out", str(out), "-q")
+    assert ran.exit_code == 0, ran.output
+    from finharness.suite.scorecard import build_scorecard
+
+    card = build_scorecard(out)
+    rows = {r.id: r for r in card.rows}
+    assert list(rows) == ["plain", "hinted", "acme_bench_mean", "acme_bench_hint_delta"]
+    assert rows["plain"].about == "acme's accuracy, as the acme paper counts it"
+    assert rows["plain"].judge is not None and rows["plain"].judge.rates[0].name == "acme echo"
+    assert (rows["plain"].judge.rates[0].hits, rows["plain"].judge.rates[0].n) == (1, 6)  # both models' runs
+    assert rows["plain"].judge.notes == ("the acme judge is a stand-in",)
+    mean = card.cell("acme_bench_mean", models[0])
+    assert mean.value == pytest.approx((2 / 3 + 1) / 2) and rows["acme_bench_mean"].about.startswith("mean of the acme")
+    delta = card.cell("acme_bench_hint_delta", models[1])
+    assert delta.value == pytest.approx(1 / 3) and delta.n == 3
+    assert rows["acme_bench_hint_delta"].label == "Acme Bench hint Δ (hinted − plain)"

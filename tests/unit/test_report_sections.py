@@ -13,8 +13,9 @@ from finharness.benchmarks.bizbench.report import failure_class_counts
 from finharness.core.metrics import Metric
 from finharness.data.errors import DataError
 from finharness.rating import Match
+from finharness.rating.matches import judge_behaviour
 from finharness.report import build_html_report, load_run, write_html_report
-from finharness.report.pairwise import judge_behaviour, load_ratings, win_counts
+from finharness.report.pairwise import load_ratings, win_counts
 from finharness.report.runinfo import sample_details
 from finharness.stats import mean_ci
 

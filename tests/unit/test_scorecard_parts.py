@@ -14,6 +14,7 @@ import pytest
 
 from finharness.backends.fake import FakeBackend
 from finharness.benchmarks.registry import make_task, task_class
+from finharness.benchmarks.ucfe.suite_step import judging_health
 from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.data.errors import DataError
@@ -25,7 +26,6 @@ from finharness.suite.scorecard import (
     build_scorecard,
     model_gaps,
     scorecard_from_runs,
-    ucfe_health,
 )
 
 
@@ -59,7 +59,7 @@ def test_ucfe_judge_health_from_the_matches_when_no_summary_exists(tmp_path: Pat
                Match("Analyst", "a", "b", "model_a", item_id="2", judge="j", order="ab"),  # shown first, won
                Match("Analyst", "a", "b", "model_a", item_id="3", judge="j", order="ba"),  # shown second, won
                Match("Analyst", "a", "b", "model_b", item_id="4", judge="j", order="ab")]  # shown second, won
-    health = ucfe_health(tmp_path, ["absent.summary.json"], matches, "j")
+    health = judging_health(tmp_path, {"summaries": ["absent.summary.json"], "judge": "j"}, matches)
     rates = {r.name: (r.hits, r.n) for r in health.rates}
     assert rates["tie"] == (1, 4) and rates["first-position win"] == (1, 3)
     assert any("no judge summaries" in n for n in health.notes)

@@ -62,13 +62,93 @@ class Benchmark:
         return found
 
 
+@dataclass(frozen=True)
+class MeanOfTasks:
+    """A composite scorecard row after the benchmark's rows: per model, the unweighted mean of its task rows'
+    headlines, with an interval over the tasks as independent parts and paired differences between models."""
+
+    note: str
+    """What the scorecard says the row is (and whose choice it is: the paper's or ours)."""
+
+    min_rows: int = 2
+    """Task rows the suite must have for the mean to be shown."""
+
+
+@dataclass(frozen=True)
+class PairedDelta:
+    """A composite scorecard row: per model, the headline of the row whose task option `option` is `treated` minus
+    the row's where it is `base`, paired on the items both scored (informational: not ranked)."""
+
+    option: str
+    """The task option that tells the two rows apart (`mode`)."""
+
+    base: str
+    """Its value in the row subtracted (`norag`)."""
+
+    treated: str
+    """Its value in the row subtracted from (`rag`)."""
+
+    slug: str
+    """The composite row's id after the benchmark's name (`rag_delta`)."""
+
+    label: str
+    """What the scorecard calls it after the benchmark's display name (`RAG Δ (RAG − No-RAG)`)."""
+
+    note: str
+    """What the scorecard says the row is."""
+
+
+@dataclass(frozen=True)
+class HealthRate:
+    """One measure of a judge's health, as events counted over a total (the scorecard adds the interval)."""
+
+    name: str
+    hits: int
+    n: int
+    meaning: str
+    """What it measures and what a healthy judge gives."""
+
+
+@dataclass(frozen=True)
+class Health:
+    """How a benchmark's judge behaved on a suite's rows (SuiteHooks.judge_health, step_health)."""
+
+    rates: tuple[HealthRate, ...]
+    notes: tuple[str, ...] = ()
+    """Warnings a reader must see."""
+
+    judge: str | None = None
+    """The judge's spec where the evidence names it (a judge summary), else None."""
+
+
 class SuiteHooks:
-    """What a benchmark adds to a suite beyond running its rows, called by suite/ (run, plan, data check) for its
-    rows; every default adds nothing. A benchmark subclasses it and names an instance in Benchmark.hooks."""
+    """What a benchmark adds to a suite beyond running its rows, called by suite/ (run, plan, data check, scorecard)
+    for its rows; every default adds nothing. A benchmark subclasses it and names an instance in Benchmark.hooks."""
 
     judged_by_suite: bool = False
     """Its rows are judged by the suite's judge after they run (UCFE's pairwise judging), whatever their task's own
     roles: suite.json marks them judged."""
+
+    composites: tuple[MeanOfTasks | PairedDelta, ...] = ()
+    """Composite rows the scorecard adds after the benchmark's last row."""
+
+    rating_note: str = ""
+    """Non-empty: the step after the rows writes pairwise matches (its suite.json entry's `matches`, naming the
+    row it judged as `row`), and the scorecard shows that row as a Bradley–Terry rating of each model, with this
+    note; the entry's `reference` names a player rated beside the models."""
+
+    def headline_note(self, metric: str | None) -> str:
+        """What the scorecard says about a row's headline `metric`, where it is more than the task's headline."""
+        return ""
+
+    def judge_health(self, results: Sequence[Mapping[str, Any]]) -> Health | None:
+        """The health of a judged row's judge from its runs' results.json (every model's); None: only who judged."""
+        return None
+
+    def step_health(self, suite_dir: Path, entry: Mapping[str, Any], matches: Sequence[Any]) -> Health | None:
+        """The health of the judge of the step after the rows, from its suite.json `entry` and the `matches` read
+        (rating.matches.Match); None: nothing to say."""
+        return None
 
     def extra_datasets(self, *, judged: bool) -> tuple[str, ...]:
         """Datasets the step after the rows reads (checked with the rows' own before the first call); `judged`: a

@@ -10,16 +10,22 @@ ignored. An optional `outcome` in [0, 1] is a soft verdict: what `model_a` is ex
 P(a better) + ½·P(tie) read from a judge's label probabilities); ratings then use it instead of the
 hard `winner`, which the W/T/L counts keep using. UCFE names its four single-turn (zero-shot) tasks with a leading ``0_``; every other task
 is few-shot (multi-turn).
+
+Judge behaviour (judge_behaviour), per judge: the tie rate over matches; the first-position win rate over decided
+matches with order 'ab' or 'ba' (0.5 = no position bias); the flip rate over items judged in both orders as two
+separate matches (a tie against a win counts as a flip); each with its Wilson 95% interval.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from ..data.io import atomic_write_text
+from ..stats import Estimate, proportion_ci
 
 Winner = Literal["model_a", "model_b", "tie"]
 
@@ -190,3 +196,42 @@ def split_by_setting(matches: Sequence[Match]) -> dict[str, list[Match]]:
     for m in matches:
         groups[ZERO_SHOT if m.zero_shot else FEW_SHOT].append(m)
     return {name: ms for name, ms in groups.items() if ms}
+
+
+@dataclass(frozen=True)
+class JudgeBehaviour:
+    """How one judge decided."""
+
+    judge: str
+    matches: int
+    tie: Estimate
+    """Share of matches judged a tie."""
+
+    first_position_win: Estimate
+    """Share of decided, ordered matches won by the answer shown first."""
+
+    flip: Estimate
+    """Share of items judged in both orders whose two verdicts differ."""
+
+
+def judge_behaviour(matches: Sequence[Any]) -> list[JudgeBehaviour]:
+    by_judge: dict[str, list[Any]] = defaultdict(list)
+    for m in matches:
+        by_judge[m.judge or "(unnamed judge)"].append(m)
+    out = []
+    for judge, ms in by_judge.items():
+        ties = sum(m.winner == "tie" for m in ms)
+        ordered = [m for m in ms if m.order in ("ab", "ba") and m.winner != "tie"]
+        first_wins = sum((m.order == "ab") == (m.winner == "model_a") for m in ordered)
+        verdicts: dict[tuple, dict[str, str]] = defaultdict(dict)
+        for m in ms:
+            if m.order not in ("ab", "ba"):
+                continue
+            shown_first = m.model_a if m.order == "ab" else m.model_b
+            winner = "tie" if m.winner == "tie" else (m.model_a if m.winner == "model_a" else m.model_b)
+            verdicts[(m.task, m.item_id, frozenset((m.model_a, m.model_b)))][shown_first] = winner
+        both = [v for v in verdicts.values() if len(v) == 2]
+        flips = sum(len(set(v.values())) > 1 for v in both)
+        out.append(JudgeBehaviour(judge, len(ms), proportion_ci(ties, len(ms)),
+                                  proportion_ci(first_wins, len(ordered)), proportion_ci(flips, len(both))))
+    return out

@@ -25,7 +25,6 @@ Rates carry Wilson 95% intervals.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,7 +32,8 @@ from markupsafe import Markup
 
 from ..data.errors import DataError
 from ..data.io import read_json
-from ..stats import Estimate, proportion_ci
+from ..rating.matches import judge_behaviour
+from ..stats import Estimate
 from .leaderboard import Entry, rank_entries, rank_labels
 from .markup import figure, fmt_ci, fmt_metric, fmt_num, note, subsection, table
 from .svg import Bar, BarGroup, Cell, bar_chart, heatmap
@@ -42,22 +42,6 @@ RATING_BOOTSTRAP = 200
 """Bootstrap rounds when the report rates matches itself (`finharness rate` defaults to 1000)."""
 
 RATING_KEYS = ("method", "overall")
-
-
-@dataclass(frozen=True)
-class JudgeBehaviour:
-    """How one judge decided."""
-
-    judge: str
-    matches: int
-    tie: Estimate
-    """Share of matches judged a tie."""
-
-    first_position_win: Estimate
-    """Share of decided, ordered matches won by the answer shown first."""
-
-    flip: Estimate
-    """Share of items judged in both orders whose two verdicts differ."""
 
 
 def load_ratings(path: str | Path) -> dict[str, Any]:
@@ -94,29 +78,6 @@ def win_counts(matches: Sequence[Any]) -> tuple[list[str], dict[tuple[str, str],
         total[winner] += 1
     models = sorted(total, key=lambda x: (-total[x], x))
     return models, wins, ties
-
-
-def judge_behaviour(matches: Sequence[Any]) -> list[JudgeBehaviour]:
-    by_judge: dict[str, list[Any]] = defaultdict(list)
-    for m in matches:
-        by_judge[m.judge or "(unnamed judge)"].append(m)
-    out = []
-    for judge, ms in by_judge.items():
-        ties = sum(m.winner == "tie" for m in ms)
-        ordered = [m for m in ms if m.order in ("ab", "ba") and m.winner != "tie"]
-        first_wins = sum((m.order == "ab") == (m.winner == "model_a") for m in ordered)
-        verdicts: dict[tuple, dict[str, str]] = defaultdict(dict)
-        for m in ms:
-            if m.order not in ("ab", "ba"):
-                continue
-            shown_first = m.model_a if m.order == "ab" else m.model_b
-            winner = "tie" if m.winner == "tie" else (m.model_a if m.winner == "model_a" else m.model_b)
-            verdicts[(m.task, m.item_id, frozenset((m.model_a, m.model_b)))][shown_first] = winner
-        both = [v for v in verdicts.values() if len(v) == 2]
-        flips = sum(len(set(v.values())) > 1 for v in both)
-        out.append(JudgeBehaviour(judge, len(ms), proportion_ci(ties, len(ms)),
-                                  proportion_ci(first_wins, len(ordered)), proportion_ci(flips, len(both))))
-    return out
 
 
 def _rate_text(e: Estimate) -> Markup:

@@ -6,31 +6,34 @@ between models with paired intervals, and what each model spent.
 docs/report.md#scorecard: one row per suite entry, each naming the run folder of every model), and
 `scorecard_from_runs(RUN_DIR...)` makes the same view of run folders (`finharness report`: rows = task, plus the
 options that tell two runs of one task apart). Both only read files: results.json and samples.jsonl of each
-run (report.runs), the UCFE matches and judge summaries.
+run (report.runs), the matches and judge summaries of the suite's steps after the rows.
 
-Composites (docs/report.md says why each is the one):
-- CFinBench: the paper's 0.4·single + 0.4·multiple + 0.2·judgment score is the task's own headline
-  (`strict.score`); the row says so, no extra row.
-- BizBench: the unweighted mean of the BizBench rows' headlines (a row of its own, kind 'composite'), its
-  interval `stats.weighted_mean_ci` over the tasks as independent parts; computed only where a model has a
-  value in every BizBench row.
-- FinTradeBench: RAG Δ = accuracy(RAG) − accuracy(No-RAG), paired on the questions both rows scored
-  (`stats.paired_test`), where the suite has a No-RAG and a RAG row; informational (ranks nothing).
-- UCFE: its row is the Bradley–Terry rating of each model from the suite's matches (rating.rate_table, seeded
-  bootstrap), the released reference dialogues' player among the ratings.
+What a benchmark adds is declared in its SuiteHooks (benchmarks/declaration.py; docs/report.md says why each
+built-in's is the one), read here without naming any benchmark:
+- `headline_note`: what a row's headline is, where it is more than the task's (CFinBench's 0.4/0.4/0.2 score).
+- `composites`, rows of their own after the benchmark's last row: `MeanOfTasks` (the unweighted mean of the task
+  rows' headlines, interval `stats.weighted_mean_ci` over the tasks as independent parts, shown only where a model
+  has a value in every row: BizBench) and `PairedDelta` (one row's headline minus another's, the rows told apart by
+  one task option, paired on the items both scored with `stats.paired_test`; informational: FinTradeBench's RAG Δ).
+- `rating_note`: the row the step after the rows judged (its suite.json entry's `row`) is the Bradley–Terry rating
+  of each model from the entry's matches (rating.rate_table, seeded bootstrap), the entry's reference player among
+  the ratings (UCFE).
+- `judge_health` / `step_health`: the judge's health figures and warnings.
 
 Ranks: within a row, `report.leaderboard.rank_entries` (paired test on per-sample scores where the runs share
-90% of their items, else non-overlapping CIs; '=k' = not separable); UCFE by the rating gaps' intervals
+90% of their items, else non-overlapping CIs; '=k' = not separable); a rating row by the rating gaps' intervals
 (rating tables), two models not neighbours in the table being separable when every gap between them is.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..benchmarks.declaration import Health, MeanOfTasks, PairedDelta, display_name, hooks_of
 from ..core.store import merge_billed
 from ..core.types import to_jsonable
 from ..data.errors import DataError
@@ -48,16 +51,8 @@ SUITE_FILE = "suite.json"
 STATUSES: tuple[str, ...] = ("complete", "incomplete", "missing")
 
 
-CFINBENCH_NOTE = ("CFinBench's own score (the paper's): 0.4·single + 0.4·multiple + 0.2·judgment, strict scoring; "
-                  "it is the task's headline strict.score")
-BIZBENCH_NOTE = ("mean of the BizBench task headlines (ours: the paper reports each task on its own); interval over "
-                 "the tasks as independent parts")
-RAG_DELTA_NOTE = ("RAG Δ = accuracy with retrieval − without, paired on the questions both rows scored (the paper "
-                  "reports accuracy for No-RAG and RAG and the gain); informational")
-UCFE_NOTE = "Bradley–Terry rating (Elo scale, mean 1000) from the suite's judged matches, 95% bootstrap interval"
-
 RATING_BOOTSTRAP = 1000
-"""Bootstrap rounds of the UCFE rating table (seed 0), as `finharness rate`."""
+"""Bootstrap rounds of a rating row's table (seed 0), as `finharness rate`."""
 
 
 @dataclass(frozen=True)
@@ -111,10 +106,10 @@ class Row:
     """What the scorecard prints; names a stand-in as such."""
 
     kind: str
-    """'task' (a task's headline), 'rating' (UCFE's Bradley–Terry ratings) or 'composite'."""
+    """'task' (a task's headline), 'rating' (Bradley–Terry ratings from the suite's matches) or 'composite'."""
 
     metric: str | None
-    """The number in the cells: the task's headline metric, 'bt_rating', 'mean_of_tasks' or 'rag_delta'."""
+    """The number in the cells: the task's headline metric, 'bt_rating', 'mean_of_tasks' or a PairedDelta's slug."""
 
     direction: str
     """'higher', 'lower' (an error rate) or 'info' (not ranked)."""
@@ -145,7 +140,7 @@ class Row:
     """Which paper configuration the row follows (suite.json `paper`)."""
 
     about: str = ""
-    """How the row's number is made, where that is not just the task's headline (composites, CFinBench, UCFE)."""
+    """How the row's number is made, where that is not just the task's headline (the benchmark's hooks say)."""
 
     ranking: str = ""
     """The models by rank group, best first ('a > b', 'a = b' when not separable); '' when the row ranks nothing."""
@@ -231,7 +226,7 @@ class Difference:
 
 @dataclass(frozen=True)
 class Player:
-    """One line of the UCFE rating table."""
+    """One line of a rating table."""
 
     name: str
     """The name it plays under in the matches."""
@@ -249,15 +244,18 @@ class Player:
     ties: int
     losses: int
     reference: bool = False
-    """The released reference dialogues (suite.json ucfe.reference)."""
+    """The reference player the step after the rows names (its suite.json entry's `reference`)."""
 
 
 @dataclass(frozen=True)
 class Ratings:
-    """The UCFE rating table behind the UCFE row."""
+    """The rating table behind a rating row."""
 
     row: str
     """The row it fills."""
+
+    benchmark: str
+    """The row's benchmark (display name), which the views title the table with."""
 
     matches_file: str
     """The matches it was computed from (relative to the suite folder)."""
@@ -320,7 +318,7 @@ class Scorecard:
     """Per ranked row, every pair of models with values."""
 
     ratings: Ratings | None = None
-    """UCFE's rating table (reference included), when the suite has matches."""
+    """The rating row's table (reference included), when the suite has matches."""
 
     usage: tuple[Usage, ...] = ()
     """Per model, then 'all' when the suite says."""
@@ -384,8 +382,6 @@ def read_suite(suite_dir: Path) -> dict[str, Any]:
 def benchmark_of(task: str) -> str:
     """The benchmark a task belongs to, by its declaration's display name (for run folders no suite.json
     describes); the task itself when no benchmark declares it."""
-    from ..benchmarks.declaration import display_name
-
     return display_name(task)
 
 
@@ -453,91 +449,18 @@ def _rate(name: str, hits: int, n: int, meaning: str) -> Rate:
     return Rate(name, None if n == 0 else est.value, _ci(est.ci95) if n else None, hits, n, meaning)
 
 
-def fintradebench_health(runs: Sequence[RunData], judge: str | None) -> JudgeHealth:
-    """The rubric judge of FinTradeBench: how many verdicts are exactly the rubric's own example (results.json
-    extra.judge_example_scores), pooled over the row's runs, and the task's own warning when most are."""
-    from ..benchmarks.fintradebench.judge import rubric_copy_note
-
-    copies = of = unparseable = 0
-    for r in runs:
-        extra = r.results.get("extra") or {}
-        echoed = extra.get("judge_example_scores") or {}
-        copies += int(echoed.get("verdicts") or 0)
-        of += int(echoed.get("of") or 0)
-        unparseable += len(extra.get("unparseable") or ())
-    rates = [_rate("rubric-example copy", copies, of, "verdicts that are exactly the rubric's example scores "
-                   "(a judge copying it instead of grading); healthy: near 0")]
-    notes = [note] if (note := rubric_copy_note(copies, of)) else []
-    if unparseable:
-        notes.append(f"{unparseable} answer(s) got no usable verdict in 3 attempts and are not scored")
-    return JudgeHealth(judge or _run_judge(runs), tuple(rates), tuple(notes))
+def judge_health(health: Health | None, runs: Sequence[RunData], judge: str | None) -> JudgeHealth:
+    """The scorecard's view of a benchmark's judge health (its hooks' counts, with their intervals), naming the
+    judge from the suite, the evidence or the runs' judge identity."""
+    rates = tuple(_rate(r.name, r.hits, r.n, r.meaning) for r in health.rates) if health else ()
+    who = judge or (health.judge if health else None) or _run_judge(runs)
+    return JudgeHealth(who, rates, health.notes if health else ())
 
 
 def _run_judge(runs: Sequence[RunData]) -> str | None:
     return next((label for r in runs
                  if (label := identity_label(((r.results.get("config") or {}).get("models") or {}).get("judge")))),
                 None)
-
-
-UCFE_RATE_MEANINGS: Mapping[str, str] = {
-    "tie": "decided comparisons judged a tie (both orders disagreeing counts as one); all ties: the judge tells "
-           "nothing apart",
-    "first-position win": "replies that chose a side and chose the dialogue shown first; healthy: near 50%",
-    "flip": "items judged in both orders whose two verdicts differ; healthy: near 0",
-    "no verdict": "judge replies without a usable [[1]]/[[2]]/[[3]] (not counted as ties)",
-}
-
-
-def ucfe_health(suite_dir: Path, summaries: Sequence[str], matches: Sequence[Any], judge: str | None) -> JudgeHealth:
-    """The UCFE pairwise judge: tie, first-position win, flip and no-verdict rates pooled over the judge summaries
-    (`finharness ucfe judge` writes MATCHES.summary.json); without summaries, from the matches themselves
-    (report.pairwise.judge_behaviour: the first-position rate only from matches judged in one order)."""
-    sums = {"tie": [0, 0], "first-position win": [0, 0], "flip": [0, 0], "no verdict": [0, 0]}
-    labels: dict[str, int] = {}
-    read = 0
-    for name in summaries:
-        path = suite_dir / name
-        if not path.is_file():
-            continue
-        s = read_json(path)
-        if not isinstance(s, dict):
-            raise DataError("expected a JSON object (a `finharness ucfe judge` summary)", path=path)
-        read += 1
-        winners = s.get("winners") or {}
-        sums["tie"][0] += int(winners.get("tie") or 0)
-        sums["tie"][1] += int(s.get("comparisons") or 0)
-        first, second = int(s.get("first_position_wins") or 0), int(s.get("second_position_wins") or 0)
-        sums["first-position win"][0] += first
-        sums["first-position win"][1] += first + second
-        sums["flip"][0] += int(s.get("flips") or 0)
-        sums["flip"][1] += int(s.get("pairs_both_decided") or 0)
-        sums["no verdict"][0] += int(s.get("no_verdict") or 0)
-        sums["no verdict"][1] += int(s.get("judgments") or 0)
-        for label, count in (s.get("verdict_labels") or {}).items():
-            labels[label] = labels.get(label, 0) + int(count)
-        judge = judge or s.get("judge")
-    notes: list[str] = []
-    if read:
-        rates = tuple(_rate(name, hits, n, UCFE_RATE_MEANINGS[name]) for name, (hits, n) in sums.items() if n)
-    else:
-        from ..report.pairwise import judge_behaviour
-
-        behaviour = [b for b in judge_behaviour(matches) if judge is None or b.judge == judge]
-        rates = tuple(Rate(name, None if e.n == 0 else e.value, _ci(e.ci95) if e.n else None,
-                           round(e.value * e.n) if e.n else 0, e.n, UCFE_RATE_MEANINGS[name])
-                      for b in behaviour[:1]
-                      for name, e in (("tie", b.tie), ("first-position win", b.first_position_win), ("flip", b.flip))
-                      if e.n)
-        notes.append("no judge summaries: rates from the matches (first-position win only where one order was "
-                     "judged)")
-    if len(labels) == 1 and sum(labels.values()) >= 10:
-        (label, count), = labels.items()
-        notes.append(f"the judge answered {label} in all {count} replies with a verdict: it does not tell the "
-                     "dialogues apart, so the ratings carry no information; use a stronger judge")
-    tie = next((r for r in rates if r.name == "tie"), None)
-    if tie is not None and tie.n and tie.hits == tie.n:
-        notes.append(f"all {tie.n} comparisons are ties: the ratings rank nothing")
-    return JudgeHealth(judge, rates, tuple(notes))
 
 
 # --- ranks and differences -------------------------------------------------------------------------------------
@@ -592,13 +515,19 @@ def headline_estimate(run: RunData, cell: Cell) -> Estimate:
     return Estimate(cell.value, (low, high), cell.n or 0, ((high - low) / (2 * 1.959963984540054)) ** 2)  # type: ignore[arg-type]
 
 
-def mean_composite(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],
+def _slug(benchmark: str) -> str:
+    """'Acme Bench' -> 'acme_bench': the start of a composite row's id."""
+    return re.sub(r"\W+", "_", benchmark.lower()).strip("_")
+
+
+def mean_composite(benchmark: str, rule: MeanOfTasks, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],
                    runs: Mapping[tuple[str, str], RunData], models: Sequence[str]
                    ) -> tuple[Row, list[Cell], list[Difference]]:
-    """The mean of a benchmark's task headlines per model (BizBench), with its interval and pairwise differences
-    (per task, the paired differences of the items both models scored; combined over tasks like the values)."""
-    row = Row(f"{benchmark.lower()}_mean", benchmark, f"{benchmark} mean of {len(rows)} tasks", "composite",
-              "mean_of_tasks", "higher", True, about=BIZBENCH_NOTE)
+    """The mean of a benchmark's task headlines per model (a MeanOfTasks rule), with its interval and pairwise
+    differences (per task, the paired differences of the items both models scored; combined over tasks like the
+    values)."""
+    row = Row(f"{_slug(benchmark)}_mean", benchmark, f"{benchmark} mean of {len(rows)} tasks", "composite",
+              "mean_of_tasks", "higher", True, about=rule.note)
     out: list[Cell] = []
     weight = 1.0 / len(rows)
     for model in models:
@@ -675,16 +604,18 @@ def _standings(models: Sequence[str], valued: Mapping[str, Cell], differences: S
     return [Standing(Entry(m, valued[m].value, valued[m].ci95, valued[m].n), 1 + beaten[m], tied[m]) for m in order]
 
 
-def rag_delta_composite(benchmark: str, norag: Row, rag: Row, runs: Mapping[tuple[str, str], RunData],
-                        models: Sequence[str]) -> tuple[Row, list[Cell]]:
-    """Per model, accuracy(RAG) − accuracy(No-RAG) on the questions both rows scored (stats.paired_test)."""
-    row = Row(f"{benchmark.lower()}_rag_delta", benchmark, f"{benchmark} RAG Δ (RAG − No-RAG)",
-              "composite", "rag_delta", "info", True, about=RAG_DELTA_NOTE)
+def paired_delta_composite(benchmark: str, rule: PairedDelta, base: Row, treated: Row,
+                           runs: Mapping[tuple[str, str], RunData], models: Sequence[str]) -> tuple[Row, list[Cell]]:
+    """Per model, the treated row's per-item scores minus the base row's on the items both rows scored
+    (stats.paired_test; a PairedDelta rule)."""
+    row = Row(f"{_slug(benchmark)}_{rule.slug}", benchmark, f"{benchmark} {rule.label}",
+              "composite", rule.slug, "info", True, about=rule.note)
     cells = []
     for model in models:
-        a, b = runs.get((norag.id, model)), runs.get((rag.id, model))
+        a, b = runs.get((base.id, model)), runs.get((treated.id, model))
         if a is None or b is None:
-            cells.append(Cell(row.id, model, None, None, None, "missing", "needs both the No-RAG and the RAG run"))
+            cells.append(Cell(row.id, model, None, None, None, "missing",
+                              f"needs both the {rule.option}={rule.base} and the {rule.option}={rule.treated} run"))
             continue
         result = paired_test(a.per_sample(), b.per_sample())
         if result.n < 2:
@@ -698,17 +629,18 @@ def rag_delta_composite(benchmark: str, norag: Row, rag: Row, runs: Mapping[tupl
     return row, cells
 
 
-# --- UCFE ------------------------------------------------------------------------------------------------------
+# --- rating rows -----------------------------------------------------------------------------------------------
 
-def ucfe_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Sequence[str],
-                 runs: Mapping[tuple[str, str], RunData]) -> tuple[Ratings, list[Cell], list[Difference], list[Any]]:
-    """The Bradley–Terry table of the suite's UCFE matches, the row's cells (one per model: its rating), the
-    differences between the suite's models and the matches themselves."""
+def match_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Sequence[str],
+                  runs: Mapping[tuple[str, str], RunData]) -> tuple[Ratings, list[Cell], list[Difference], list[Any]]:
+    """The Bradley–Terry table of the matches a step after the rows wrote (its suite.json entry `spec`), the row's
+    cells (one per model: its rating), the differences between the suite's models and the matches themselves."""
     from ..rating import RatingOptions, rate_table, read_matches
 
     name = str(spec.get("matches") or "")
     path = suite_dir / name
-    absent = None if name and path.is_file() else f"no UCFE matches ({name or 'none named'} absent: the judging did not run)"
+    absent = (None if name and path.is_file()
+              else f"no {row.benchmark} matches ({name or 'none named'} absent: the judging did not run)")
     matches = read_matches(path) if absent is None else []
     table = rate_table(matches, RatingOptions(method="bt", bootstrap=RATING_BOOTSTRAP, seed=0)) if matches else None
     reference = spec.get("reference")
@@ -728,14 +660,14 @@ def ucfe_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Seq
                             direct(g.higher, g.lower), g.ci95 is not None and not (g.ci95[0] <= 0.0 <= g.ci95[1]),
                             getattr(g, "warning", None))
                  for g in (table.gaps if table else ()))
-    ratings = Ratings(row.id, name, table.n_matches if table else 0, table.bootstrap_rounds if table else 0, players,
+    ratings = Ratings(row.id, row.benchmark, name, table.n_matches if table else 0, table.bootstrap_rounds if table else 0, players,
                       gaps, reference)
     cells = []
     for model in models:
         player = player_of[model]
         run = runs.get((row.id, model))
         if player is None:
-            cells.append(Cell(row.id, model, None, None, None, "missing", absent or "no UCFE matches for this model",
+            cells.append(Cell(row.id, model, None, None, None, "missing", absent or f"no {row.benchmark} matches for this model",
                               None if run is None else str(run.path.relative_to(suite_dir))))
             continue
         r = table.ratings[player]  # type: ignore[union-attr]
@@ -785,7 +717,7 @@ def task_row(row_id: str, benchmark: str, label: str, task: str, runs: Sequence[
     standin = extra.pop("standin", None) or standin_of(runs)
     if standin and "stand-in" not in label:
         label = f"{label} (stand-in: {standin})"
-    about = CFINBENCH_NOTE if task == "cfinbench" and metric == "strict.score" else ""
+    about = hooks_of(task).headline_note(metric)
     return Row(row_id, benchmark, label, "task", metric, direction, percent, task, standin=standin, about=about,
                **extra)
 
@@ -798,8 +730,8 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
     errors = suite.get("errors") or {}
     skipped = suite.get("skipped") or {}
     unfinished = suite.get("unfinished") or {}
-    ucfe = suite.get("ucfe") if isinstance(suite.get("ucfe"), dict) else None
     rows: list[Row] = []
+    rated: dict[str, Mapping[str, Any]] = {}  # row id -> the suite.json entry of the step that judged it
     cells: dict[tuple[str, str], Cell] = {}
     runs: dict[tuple[str, str], RunData] = {}
     per_row_runs: dict[str, list[RunData]] = {}
@@ -820,9 +752,12 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
         row = task_row(row_id, str(spec.get("benchmark") or benchmark_of(task)), str(spec.get("label") or row_id),
                        task, found, run_label=run_labels[row_id], options=spec.get("options") or {},
                        standin=spec.get("standin"), judged=bool(spec.get("judged")), paper=spec.get("paper"))
-        if ucfe and ucfe.get("row") == row_id:
+        hooks = hooks_of(task)
+        step = suite.get(task)  # a step after the rows writes its entry under its task's name
+        if hooks.rating_note and isinstance(step, dict) and step.get("row") == row_id:
             row = replace(row, kind="rating", metric="bt_rating", direction="higher", percent=False, judged=True,
-                          about=UCFE_NOTE)
+                          about=hooks.rating_note)
+            rated[row_id] = step
         for model in models:
             run = runs.get((row_id, model))
             folder = (spec.get("runs") or {}).get(model)
@@ -837,7 +772,7 @@ def build_scorecard(suite_dir: str | Path) -> Scorecard:
                                                   folder)
         rows.append(row)
     return _assemble(f"{suite.get('suite', suite_dir.name)} ({len(models)} model{'s' * (len(models) != 1)})",
-                     str(suite_dir), models, rows, cells, runs, suite_dir=suite_dir, ucfe=ucfe,
+                     str(suite_dir), models, rows, cells, runs, suite_dir=suite_dir, rated=rated,
                      judge=suite.get("judge"), suite=suite)
 
 
@@ -920,7 +855,7 @@ def scorecard_from_runs(run_dirs: Sequence[str | Path]) -> Scorecard:
 
 def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], cells: dict[tuple[str, str], Cell],
               runs: dict[tuple[str, str], RunData], *, suite_dir: Path | None = None,
-              ucfe: Mapping[str, Any] | None = None, judge: str | None = None,
+              rated: Mapping[str, Mapping[str, Any]] | None = None, judge: str | None = None,
               suite: Mapping[str, Any] | None = None) -> Scorecard:
     """Judge health, composites, ranks and differences, usage: what both entry points share."""
     out_rows: list[Row] = []
@@ -934,19 +869,19 @@ def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], c
     for row in rows:
         row_cells = [cells[(row.id, m)] for m in models]
         row_runs = [runs[(row.id, m)] for m in models if (row.id, m) in runs]
-        if row.kind == "rating" and suite_dir is not None and ucfe is not None:
-            ratings, row_cells, diffs, matches = ucfe_ratings(suite_dir, row, ucfe, models, runs)
-            health = ucfe_health(suite_dir, [str(s) for s in ucfe.get("summaries") or ()], matches,
-                                 ucfe.get("judge") or judge)
+        step = (rated or {}).get(row.id)
+        if row.kind == "rating" and suite_dir is not None and step is not None:
+            ratings, row_cells, diffs, matches = match_ratings(suite_dir, row, step, models, runs)
+            health = judge_health(hooks_of(row.task or "").step_health(suite_dir, step, matches), row_runs,
+                                  step.get("judge") or judge)
             standings = _standings(models, {c.model: c for c in row_cells if c.value is not None}, diffs)
             labels = dict(zip((s.entry.label for s in standings), rank_labels(standings))) if len(standings) > 1 else {}
             row_cells = [replace(c, rank=labels.get(c.model)) for c in row_cells]
             row = replace(row, judge=health, ranking=rank_groups(standings))
         else:
-            if row.task == "fintradebench" and (row.judged or row_runs):
-                row = replace(row, judged=True, judge=fintradebench_health(row_runs, judge))
-            elif row.judged:
-                row = replace(row, judge=JudgeHealth(judge or _run_judge(row_runs), ()))
+            health = hooks_of(row.task or "").judge_health([r.results for r in row_runs])
+            if row.judged or (health is not None and row_runs):
+                row = replace(row, judged=True, judge=judge_health(health, row_runs, judge))
             per_sample = {m: runs[(row.id, m)].per_sample(row.metric) for m in models if (row.id, m) in runs}
             row_cells, ranking, diffs = rank_row(row, row_cells, per_sample)
             row = replace(row, ranking=ranking)
@@ -985,22 +920,33 @@ def partial_text(suite: Mapping[str, Any]) -> str | None:
 def composites(benchmark: str, rows: Sequence[Row], cells: Mapping[tuple[str, str], Cell],
                runs: Mapping[tuple[str, str], RunData], models: Sequence[str]
                ) -> tuple[list[Row], list[Cell], list[Difference]]:
-    """The composite rows a benchmark defines (module docstring), placed after its last row."""
+    """The composite rows the benchmark's hooks declare (module docstring), placed after its last row."""
     tasks = [r for r in rows if r.kind == "task"]
-    if benchmark == "BizBench" and len(tasks) >= 2:
-        row, row_cells, diffs = mean_composite(benchmark, tasks, cells, runs, models)
-        return [row], row_cells, diffs
-    if benchmark == "FinTradeBench":
-        def mode(r: Row) -> str | None:
-            run = next((runs[(r.id, m)] for m in models if (r.id, m) in runs), None)
-            return str(run.task_config.get("mode")) if run is not None else (r.options or {}).get("mode")
+    out_rows: list[Row] = []
+    out_cells: list[Cell] = []
+    out_diffs: list[Difference] = []
+    if not tasks:
+        return out_rows, out_cells, out_diffs
 
-        norag = next((r for r in tasks if mode(r) == "norag"), None)
-        rag = next((r for r in tasks if mode(r) == "rag"), None)
-        if norag is not None and rag is not None:
-            row, row_cells = rag_delta_composite(benchmark, norag, rag, runs, models)
-            return [row], row_cells, []
-    return [], [], []
+    def option(r: Row, name: str) -> str | None:
+        run = next((runs[(r.id, m)] for m in models if (r.id, m) in runs), None)
+        value = run.task_config.get(name) if run is not None else (r.options or {}).get(name)
+        return None if value is None else str(value)
+
+    for rule in hooks_of(tasks[0].task or "").composites:
+        if isinstance(rule, MeanOfTasks) and len(tasks) >= rule.min_rows:
+            row, row_cells, diffs = mean_composite(benchmark, rule, tasks, cells, runs, models)
+            out_rows.append(row)
+            out_cells += row_cells
+            out_diffs += diffs
+        elif isinstance(rule, PairedDelta):
+            base = next((r for r in tasks if option(r, rule.option) == rule.base), None)
+            treated = next((r for r in tasks if option(r, rule.option) == rule.treated), None)
+            if base is not None and treated is not None:
+                row, row_cells = paired_delta_composite(benchmark, rule, base, treated, runs, models)
+                out_rows.append(row)
+                out_cells += row_cells
+    return out_rows, out_cells, out_diffs
 
 
 USAGE_KEYS: tuple[str, ...] = ("calls", "prompt_tokens", "completion_tokens", "reasoning_tokens", "tokens_evaluated",

@@ -2,7 +2,7 @@
 terminal table that fits the terminal (rich; cells wrap, nothing is cut).
 
 Every view shows the same things (scorecard.py builds them): the models × rows grid with CI, n, status and rank,
-footnotes for the flags results.json carries, the judges' health, UCFE's rating table with the reference, the
+footnotes for the flags results.json carries, the judges' health, a rating row's table with its reference player, the
 pairwise differences and what each model spent. The CSV holds the grid only (one line per cell); the JSON is the
 Scorecard itself.
 """
@@ -181,6 +181,11 @@ def health_cells(card: Scorecard) -> list[list[str]]:
 HEALTH_HEADERS = ("row", "judge", "rate", "value", "95% CI", "hits/n")
 
 
+def ratings_title(card: Scorecard) -> str:
+    """'UCFE ratings': the rating table's heading, after its row's benchmark."""
+    return f"{card.ratings.benchmark} ratings" if card.ratings is not None else "Ratings"
+
+
 def rating_cells(card: Scorecard) -> list[list[str]]:
     if card.ratings is None:
         return []
@@ -243,7 +248,7 @@ def print_scorecard(card: Scorecard, *, file: Any = None, width: int | None = No
             t.add_row(*r)
         console.print(t)
     if (rows := rating_cells(card)):
-        t = new_table(f"UCFE Bradley–Terry ratings ({card.ratings.n_matches} matches, "  # type: ignore[union-attr]
+        t = new_table(f"{card.ratings.benchmark} Bradley–Terry ratings ({card.ratings.n_matches} matches, "  # type: ignore[union-attr]
                       f"{card.ratings.bootstrap_rounds} bootstrap rounds)", RATING_HEADERS, 1)  # type: ignore[union-attr]
         for r in rows:
             t.add_row(*r)
@@ -291,7 +296,7 @@ def render_markdown(card: Scorecard) -> str:
     lines += [f"[{i}] {text}  " for i, text in enumerate(notes.texts, 1)] + ([""] if notes.texts else [])
     lines += [f"- {text}" for text in about_notes(card) + judge_notes(card)] + [""]
     for title, headers, rows in (("Judge health", HEALTH_HEADERS, health_cells(card)),
-                                 ("UCFE ratings", RATING_HEADERS, rating_cells(card)),
+                                 (ratings_title(card), RATING_HEADERS, rating_cells(card)),
                                  ("Pairwise differences", DIFFERENCE_HEADERS,
                                   [difference_text(card, d) for d in card.differences]),
                                  ("Contamination evidence", CONTAMINATION_HEADERS, contamination_text(card)),
@@ -390,13 +395,13 @@ def _charts(card: Scorecard) -> Markup:
                       "Each row's number per model (whiskers: 95% intervals)."))
     if card.ratings is not None and card.ratings.players:
         players = card.ratings.players
-        parts.append((bar_chart("UCFE Bradley–Terry ratings with 95% bootstrap intervals",
+        parts.append((bar_chart(f"{card.ratings.benchmark} Bradley–Terry ratings with 95% bootstrap intervals",
                                 [BarGroup(p.name + (" [reference]" if p.reference else ""),
                                           (Bar(p.rating, p.ci95, p.wins + p.ties + p.losses),)) for p in players],
                                 percent=False, baseline=1000.0,
                                 desc=f"{card.ratings.n_matches} matches; bars start at 1000 (the mean rating)"),
-                      f"UCFE Bradley–Terry ratings from {card.ratings.n_matches} matches, the reference included; "
-                      "bars start at 1000, the mean rating."))
+                      f"{card.ratings.benchmark} Bradley–Terry ratings from {card.ratings.n_matches} matches, the "
+                      "reference included; bars start at 1000, the mean rating."))
     return Markup("").join(Markup("<figure>{}<figcaption>{}</figcaption></figure>").format(p, c) for p, c in parts)
 
 
@@ -423,7 +428,7 @@ def render_html(card: Scorecard) -> str:
                                 *[note(t) for t in judge_notes(card)]))
     if (rows := rating_cells(card)):
         gaps = [difference_text(card, g)[1:] for g in card.ratings.gaps]  # type: ignore[union-attr]
-        sections.append(section("ratings", "UCFE ratings", table(RATING_HEADERS, rows, numeric_from=1),
+        sections.append(section("ratings", ratings_title(card), table(RATING_HEADERS, rows, numeric_from=1),
                                 details(f"Gaps between neighbours ({len(gaps)})",
                                         table(DIFFERENCE_HEADERS[1:], gaps, numeric_from=1)) if gaps else ""))
     if card.differences:
@@ -441,7 +446,7 @@ def render_html(card: Scorecard) -> str:
     if card.notes:
         sections.append(section("notes", "Notes", *[note(t) for t in card.notes]))
     nav = Markup("").join(Markup('<a href="#{a}">{t}</a>').format(a=a, t=t) for a, t in (
-        ("grid", "Models × rows"), ("judges", "Judge health"), ("ratings", "UCFE ratings"),
+        ("grid", "Models × rows"), ("judges", "Judge health"), ("ratings", ratings_title(card)),
         ("differences", "Pairwise differences"), ("contamination", "Contamination"), ("usage", "Usage"),
         ("notes", "Notes"))
         if any(f'id="{a}"' in s for s in sections))

@@ -48,4 +48,5 @@ BENCHMARK = Benchmark(
               "data.build.tatqa": "finharness.benchmarks.bizbench.cli:tatqa_command"},
     report_section="finharness.benchmarks.bizbench.report:SECTION",
     datasets=("bizbench", "bizbench-prompts", "tatqa", "finqa", "finqa-meta", "convfinqa", "cfa-essay",
-              "fintradebench-sec-filings"))
+              "fintradebench-sec-filings"),
+    hooks="finharness.benchmarks.bizbench.suite_hooks:HOOKS")

@@ -15,4 +15,5 @@ BENCHMARK = Benchmark(
               "fintradebench.build": "finharness.benchmarks.fintradebench.construction.cli:build_app"},
     report_section="finharness.benchmarks.fintradebench.report:SECTION",
     datasets=("fintradebench-seed", "fintradebench-history", "fintradebench-fundamentals", "fintradebench-sec-filings",
-              "fintradebench-release", "nasdaq100-ohlcv"))
+              "fintradebench-release", "nasdaq100-ohlcv"),
+    hooks="finharness.benchmarks.fintradebench.suite_hooks:HOOKS")

@@ -21,11 +21,11 @@ from ...core.pool import run_dir_name
 from ...core.spending import Spending
 from ...core.store import RunStore
 from ...data.errors import DataError
-from ...data.io import atomic_write_text
+from ...data.io import atomic_write_text, read_json
 from ...data.registry import resolve_data_dir
-from ...rating.matches import write_matches
+from ...rating.matches import judge_behaviour, write_matches
 from ...stats.power import TIE_SHARE, pairwise_outcome_sd, plan_comparison
-from ..declaration import SuiteHooks
+from ..declaration import Health, HealthRate, SuiteHooks
 from .data import DialogueSource, UCFEItem, load_dialogues, load_items, resolve_bench_file
 from .judge import JudgeSettings, PairJudge, summary
 
@@ -136,10 +136,72 @@ async def plan_judging(row: Any, dialogues: Mapping[str, Mapping[str, Any]], jud
     return plan
 
 
+RATE_MEANINGS: Mapping[str, str] = {
+    "tie": "decided comparisons judged a tie (both orders disagreeing counts as one); all ties: the judge tells "
+           "nothing apart",
+    "first-position win": "replies that chose a side and chose the dialogue shown first; healthy: near 50%",
+    "flip": "items judged in both orders whose two verdicts differ; healthy: near 0",
+    "no verdict": "judge replies without a usable [[1]]/[[2]]/[[3]] (not counted as ties)",
+}
+
+
+def judging_health(suite_dir: Path, entry: Mapping[str, Any], matches: Sequence[Any]) -> Health:
+    """The pairwise judge's tie, first-position win, flip and no-verdict counts pooled over the judge summaries the
+    suite.json entry names (`finharness ucfe judge` writes MATCHES.summary.json); without summaries, from the matches
+    themselves (rating.matches.judge_behaviour: the first-position rate only from matches judged in one order)."""
+    sums = {"tie": [0, 0], "first-position win": [0, 0], "flip": [0, 0], "no verdict": [0, 0]}
+    labels: dict[str, int] = {}
+    judge = entry.get("judge") or None
+    read = 0
+    for name in entry.get("summaries") or ():
+        path = suite_dir / str(name)
+        if not path.is_file():
+            continue
+        s = read_json(path)
+        if not isinstance(s, dict):
+            raise DataError("expected a JSON object (a `finharness ucfe judge` summary)", path=path)
+        read += 1
+        winners = s.get("winners") or {}
+        first, second = int(s.get("first_position_wins") or 0), int(s.get("second_position_wins") or 0)
+        for name_, hits, n in (("tie", winners.get("tie"), s.get("comparisons")),
+                               ("first-position win", first, first + second),
+                               ("flip", s.get("flips"), s.get("pairs_both_decided")),
+                               ("no verdict", s.get("no_verdict"), s.get("judgments"))):
+            sums[name_][0] += int(hits or 0)
+            sums[name_][1] += int(n or 0)
+        for label, count in (s.get("verdict_labels") or {}).items():
+            labels[label] = labels.get(label, 0) + int(count)
+        judge = judge or s.get("judge")
+    notes: list[str] = []
+    if read:
+        rates = tuple(HealthRate(name, hits, n, RATE_MEANINGS[name]) for name, (hits, n) in sums.items() if n)
+    else:
+        behaviour = [b for b in judge_behaviour(matches) if judge is None or b.judge == judge]
+        rates = tuple(HealthRate(name, round(e.value * e.n), e.n, RATE_MEANINGS[name])
+                      for b in behaviour[:1]
+                      for name, e in (("tie", b.tie), ("first-position win", b.first_position_win), ("flip", b.flip))
+                      if e.n)
+        notes.append("no judge summaries: rates from the matches (first-position win only where one order was "
+                     "judged)")
+    if len(labels) == 1 and sum(labels.values()) >= 10:
+        (label, count), = labels.items()
+        notes.append(f"the judge answered {label} in all {count} replies with a verdict: it does not tell the "
+                     "dialogues apart, so the ratings carry no information; use a stronger judge")
+    tie = next((r for r in rates if r.name == "tie"), None)
+    if tie is not None and tie.n and tie.hits == tie.n:
+        notes.append(f"all {tie.n} comparisons are ties: the ratings rank nothing")
+    return Health(rates, tuple(notes), judge)
+
+
 class UCFESuiteHooks(SuiteHooks):
-    """UCFE in a suite: its dialogues are judged pairwise after every model has run (judge_suite_dialogues)."""
+    """UCFE in a suite: its dialogues are judged pairwise after every model has run (judge_suite_dialogues), and
+    its row is the Bradley–Terry rating of the matches."""
 
     judged_by_suite = True
+    rating_note = "Bradley–Terry rating (Elo scale, mean 1000) from the suite's judged matches, 95% bootstrap interval"
+
+    def step_health(self, suite_dir: Path, entry: Mapping[str, Any], matches: Sequence[Any]) -> Health | None:
+        return judging_health(suite_dir, entry, matches)
 
     def extra_datasets(self, *, judged: bool) -> tuple[str, ...]:
         return (REFERENCE_DATASET,) if judged else ()
