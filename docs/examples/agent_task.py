@@ -12,6 +12,7 @@ Run it with
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 
 from finharness.agents import AgentLimits, calculator, run_episode
@@ -26,19 +27,28 @@ SYSTEM = ("Answer the question about a company's SEC filings. Use the tools to f
           "those available on the question's date. Reply with the figure alone when you know it.")
 
 
+@dataclass(frozen=True)
+class FilingFactsOptions:
+    file: str = str(Path(__file__).with_name("filing_facts.jsonl"))
+    """The questions (JSONL: question, as_of, answer)."""
+
+    max_steps: int = 6
+    """Model turns an episode may take."""
+
+
 class FilingFacts(Task):
     name = "filing_facts"
     description = "numeric questions over EDGAR filings, answered by an agent with point-in-time tools"
+    Options = FilingFactsOptions  # parsed into self.settings; part of the run key
 
-    def __init__(self, file: str = str(Path(__file__).with_name("filing_facts.jsonl")), max_steps: int = 6):
-        super().__init__(file=file, max_steps=max_steps)  # the options are part of the run key
-        self.file = file
-        self.limits = AgentLimits(max_steps=max_steps)
+    def __init__(self, settings: FilingFactsOptions | None = None, /, **options):
+        super().__init__(settings, **options)
+        self.limits = AgentLimits(max_steps=self.settings.max_steps)
         self.data_dir = Path(".")
 
     def load(self, data_dir: Path | None) -> list[Sample]:
         self.data_dir = Path(data_dir or ".")
-        path = Path(self.file)
+        path = Path(self.settings.file)
         return [Sample(id=str(obj.get("id", line)), input={"question": require_key(obj, "question", path, line),
                                                            "as_of": require_key(obj, "as_of", path, line)},
                        target=float(require_key(obj, "answer", path, line)), metadata={"path": str(path), "line": line})

@@ -8,6 +8,7 @@ Each line of DATA_DIR/my_exam.jsonl is one question:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from finharness.core.metrics import grouped, mean_metrics
@@ -20,17 +21,22 @@ from finharness.extract.choices import extract_choice
 LETTERS = "ABCDEFGH"
 
 
+@dataclass(frozen=True)
+class MyExamOptions:
+    file: str = "my_exam.jsonl"
+    """The questions, relative to --data-dir."""
+
+    max_tokens: int = 32
+    """Tokens the model may reply with."""
+
+
 class MyExam(Task):
     name = "my_exam"
     description = "multiple-choice questions from my_exam.jsonl in the data dir"
-
-    def __init__(self, file: str = "my_exam.jsonl", max_tokens: int = 32):
-        super().__init__(file=file, max_tokens=max_tokens)  # the options are part of the run key
-        self.file = file
-        self.max_tokens = max_tokens
+    Options = MyExamOptions  # `-o file=... -o max_tokens=...`, parsed into self.settings; part of the run key
 
     def load(self, data_dir: Path | None) -> list[Sample]:
-        path = Path(data_dir or ".") / self.file
+        path = Path(data_dir or ".") / self.settings.file
         samples = []
         for line, obj in iter_jsonl(path):
             options = require_key(obj, "options", path, line)
@@ -50,7 +56,7 @@ class MyExam(Task):
                                 f"{sample.input['question']}\n{options}")]
 
     async def solve(self, sample: Sample, models: Models) -> str:
-        reply = await models.model.chat(self.messages(sample), GenerateParams(max_tokens=self.max_tokens))
+        reply = await models.model.chat(self.messages(sample), GenerateParams(max_tokens=self.settings.max_tokens))
         return reply.text
 
     def score(self, sample: Sample, prediction: str) -> Score:

@@ -128,7 +128,7 @@ def test_ray_run_equals_local_run(ray_cluster, tmp_path: Path, name: str):
 
 def test_worker_killed_mid_shard_is_retried_without_loss_or_duplicates(ray_cluster, tmp_path: Path):
     flag = tmp_path / "died"
-    dying = partial(make_task, DyingDemoTask, {"flag": str(flag)})
+    dying = partial(DyingDemoTask, str(flag))
     spec, options = "fake?latency=0.01", {"data_dir": None}
     store = RunStore(tmp_path / "ray.sqlite")
     result = run(dying, spec, store, tmp_path / "ray", executor=ray_executor(dying, spec, options, shards=2),
@@ -148,7 +148,7 @@ def test_worker_killed_mid_shard_is_retried_without_loss_or_duplicates(ray_clust
 @pytest.mark.slow  # a worker death more (a new worker process): keeps the default suite short
 def test_a_shard_whose_worker_keeps_dying_fails_its_samples_and_a_rerun_finishes_them(ray_cluster, tmp_path: Path):
     flag = tmp_path / "died"
-    dying = partial(make_task, DyingDemoTask, {"flag": str(flag)})
+    dying = partial(DyingDemoTask, str(flag))
     spec, options = "fake", {"data_dir": None}
     store = RunStore(tmp_path / "ray.sqlite")
     first = run(dying, spec, store, tmp_path / "first",

@@ -36,6 +36,8 @@ from finharness.core.store import RunStore
 from finharness.plugins import PluginError, split_file_spec
 
 TASK_FILE = '''\
+from dataclasses import dataclass
+
 from finharness.core.task import Task
 from finharness.core.types import Message, Sample, Score
 
@@ -44,12 +46,16 @@ class Helper:
     pass
 
 
+@dataclass(frozen=True)
+class TinyOptions:
+    reply_words: int = 1
+    """Words of reply."""
+
+
 class TinyTask(Task):
     name = "tiny"
     description = "two questions"
-
-    def __init__(self, reply_words: int = 1):
-        super().__init__(reply_words=reply_words)
+    Options = TinyOptions
 
     def load(self, data_dir):
         return [Sample(id=f"t/{i}", input={"q": f"question {i}"}, target="A") for i in range(2)]

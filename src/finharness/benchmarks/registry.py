@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..core.options import options_from_signature, parse_task_options, takes_any_keyword
 from ..core.task import SOURCE_KEY, Task
 from ..plugins import TASK_GROUP, Plugin, PluginError, Source, catalogue, entry_point_plugins, is_file_spec, resolve
 from .declaration import built_in_tasks, installed_plugins
@@ -55,15 +54,16 @@ class TaskRef:
 
 def make_task(cls: type[Task], options: Mapping[str, Any]) -> Task:
     """The one way a task is made from `-o` options (None = not given): parsed once into the Options the task
-    declares (core/options.py; an unknown option or a bad value is a ValueError naming the allowed ones), or,
-    for a task of the user's own that declares none, checked against the keywords of its `__init__`."""
+    declares (core/options.py; an unknown option or a bad value is a ValueError naming the allowed ones) and
+    given to it as `cls(settings)`; a task that declares no Options takes none."""
     given = {k: v for k, v in options.items() if v is not None}
-    if cls.takes_settings():
+    if cls.Options is not None:
         return cls(cls.parse_options(given))
-    if takes_any_keyword(cls):
-        return cls(**given)
-    parsed = parse_task_options(options_from_signature(cls), given, cls.name)
-    return cls(**{name: getattr(parsed, name) for name in given})
+    if given:
+        raise ValueError(f"{cls.name}: takes no options (given: {', '.join(sorted(given))}); a task declares the "
+                         "options it takes as `Options`, a frozen dataclass with a docstring under each field "
+                         "(docs/write-a-task.md)")
+    return cls()
 
 
 def unknown_task(spec: str) -> KeyError:

@@ -16,8 +16,8 @@ config(), part of the run key:
 An unknown option is an error that lists the known ones (and the closest, for a typo); None means "not
 given" (the field's default); values are coerced to the field's annotation (int, float, str, bool, tuple
 from a comma list); a value outside its allowed choices is an error that lists them. Checks that involve
-several options stay in the declaration's own `parse` classmethod. A task of the user's own that declares
-no Options takes its `__init__` keywords as options (options_from_signature).
+several options stay in the declaration's own `parse` classmethod. A task that declares no Options takes
+no options: nothing reads a task's `__init__` signature.
 """
 
 from __future__ import annotations
@@ -183,25 +183,6 @@ def describe_options(options_type: type, *, exclude: Collection[str] = ()) -> li
         out.append(OptionInfo(f.name, _type_name(hints.get(f.name, Any)), default,
                               tuple(allowed) if allowed is not None else None, docs.get(f.name, "")))
     return out
-
-
-def options_from_signature(cls: type) -> type:
-    """A frozen dataclass of the keyword parameters of `cls.__init__` (name, annotation, default): the options
-    of a task that declares none. A parameter without a default defaults to None (not given)."""
-    params = [p for p in inspect.signature(cls.__init__).parameters.values()
-              if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    try:
-        hints = get_type_hints(cls.__init__)
-    except Exception:  # an annotation that does not resolve: the value is taken as given
-        hints = {}
-    spec = [(p.name, hints.get(p.name, Any), dataclasses.field(default=None if p.default is p.empty else p.default))
-            for p in params]
-    return dataclasses.make_dataclass(f"{cls.__name__}Options", spec, frozen=True)
-
-
-def takes_any_keyword(cls: type) -> bool:
-    """Whether `cls.__init__` takes **kwargs (then any option name is passed through unchecked)."""
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
 
 
 def show_default(value: Any) -> str:

@@ -208,14 +208,6 @@ class Task(ABC):
         self.options = self.key_options(settings)
 
     @classmethod
-    def takes_settings(cls) -> bool:
-        """The task is made from its parsed Options (`cls(settings)`): it declares Options and its `__init__` takes
-        them. A subclass whose own `__init__` has keywords of its own is made from those instead."""
-        import inspect
-
-        return cls.Options is not None and "settings" in inspect.signature(cls.__init__).parameters
-
-    @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> Any:
         """`-o` values (strings, JSON values, None = not given) -> this task's Options: the declaration's own
         `parse` classmethod where it has checks across options, else core.options.parse_task_options."""
@@ -229,9 +221,9 @@ class Task(ABC):
     def describe_options(cls) -> list[Any]:
         """The options this task takes (core.options.OptionInfo: name, type, default, choices, help), from the
         same declaration parse_options reads: what `finharness list TASK` and the docs tables show."""
-        from .options import describe_options, options_from_signature
+        from .options import describe_options
 
-        return describe_options(cls.Options if cls.takes_settings() else options_from_signature(cls))
+        return describe_options(cls.Options) if cls.Options is not None else []
 
     @classmethod
     def data_needs(cls, settings: Any) -> DataNeeds:
