@@ -1012,13 +1012,57 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
         console.print(metrics)
 
 
+def _describe_backends(as_json: bool) -> None:
+    """`finharness list --backends`: every backend scheme with the query options its declaration takes."""
+    from rich.table import Table
+
+    from .backends import available_backends, spec_option_declarations
+    from .core.options import describe_options, show_default
+
+    listing: dict[str, dict[str, Any]] = {}
+    for plugin, unused in available_backends():
+        entry: dict[str, Any] = {"source": str(plugin.source), "target": plugin.target}
+        try:
+            infos = [o for declared in spec_option_declarations(plugin) for o in describe_options(declared)]
+            entry["options"] = [{"name": o.name, "type": o.type, "default": o.default,
+                                 "allowed": list(o.choices) if o.choices is not None else None, "help": o.help}
+                                for o in infos]
+        except Exception as err:  # a broken plug-in is listed with why, not fatal
+            entry["error"] = f"cannot be loaded: {type(err).__name__}: {err}"
+        if unused:
+            entry["unused"] = unused
+        listing.setdefault(plugin.name if plugin.name not in listing else f"{plugin.name} ({plugin.source})", entry)
+    if as_json:
+        typer.echo(json.dumps({"backends": listing}, ensure_ascii=False, indent=2, default=str))
+        return
+    console = output_console(highlight=False)
+    for name, entry in listing.items():
+        why = entry.get("error") or entry.get("unused")
+        console.print(f"{name}  ({entry['source']}: {entry['target']})" + (f"  ({why})" if why else ""), markup=False)
+        if not entry.get("options"):
+            continue
+        table = Table(title=f"options of {name}:  SPEC?NAME=VALUE&...", title_justify="left")
+        for col in ("option", "type", "default", "allowed", "what it does"):
+            table.add_column(col, overflow="fold")
+        for o in entry["options"]:
+            table.add_row(o["name"], o["type"], show_default(o["default"]),
+                          "any" if o["allowed"] is None else ", ".join(map(str, o["allowed"])), o["help"])
+        console.print(table)
+
+
 @app.command("list")
 def list_cmd(task: Optional[str] = typer.Argument(None, metavar="[TASK]", help="A task: list its options."),
              as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-             markdown: bool = typer.Option(False, "--markdown", help="TASK's options as a markdown table.")) -> None:
+             markdown: bool = typer.Option(False, "--markdown", help="TASK's options as a markdown table."),
+             backends_only: bool = typer.Option(False, "--backends",
+                                                help="Every backend scheme with its model-spec options.")) -> None:
     """Benchmarks and tasks, backends, datasets; each task and backend with where it comes from (built-in, or
     an entry point of an installed distribution). A task file (FILE.py:Class) is not listed: run it by path.
-    With TASK: that task's options (type, default, allowed values, what each does), roles and headline."""
+    With TASK: that task's options (type, default, allowed values, what each does), roles and headline. With
+    --backends: each backend's model-spec options (`embedded?n_ctx=8192`) from its declaration."""
+    if backends_only:
+        _describe_backends(as_json)
+        return
     if task is not None:
         _describe_task(task, as_json, markdown)
         return

@@ -43,6 +43,18 @@ def available_backends() -> list[tuple[Plugin, str | None]]:
     return catalogue(SCHEMES, BACKEND_GROUP)
 
 
+def spec_option_declarations(plugin: Plugin) -> tuple[type, ...]:
+    """The declarations of a backend's query options (frozen dataclasses, a docstring under each field): its module's
+    `SpecOptions`, then batch mode's for the schemes that batch; () for a backend that declares none."""
+    import importlib
+
+    from .batch import BATCH_SCHEMES, BatchOptions
+
+    module = importlib.import_module(plugin.target.partition(":")[0])
+    own = getattr(module, "SpecOptions", None)
+    return ((own,) if own is not None else ()) + ((BatchOptions,) if plugin.name in BATCH_SCHEMES else ())
+
+
 def from_spec(spec: str, *, batch: bool = False) -> Backend:
     """Make a backend from a model spec; an unknown spec is a SpecError that lists the known ones. `?batch=1` in the
     spec (or `batch`: every model whose provider has one, the rest live) sends its calls through the provider's batch

@@ -25,6 +25,7 @@ finish_reason 'tool_calls'.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from ..core.backend import BaseBackend, Capabilities
@@ -32,8 +33,10 @@ from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
 from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, ToolCall, ToolCallError
 from .http_common import (
+    COMMON_OPTIONS,
     LoopBoundClient,
     RemoteError,
+    RemoteOptions,
     RemoteSpec,
     bad_response,
     endpoint_problem,
@@ -281,8 +284,24 @@ def read_tool_uses(blocks: Sequence[Mapping[str, Any]]) -> tuple[tuple[ToolCall,
     return tuple(calls), None
 
 
+@dataclass(frozen=True)
+class AnthropicOptions(RemoteOptions):
+    """The query options of an `anthropic:` spec."""
+
+    thinking_budget: int | None = None
+    """Extended thinking with this many tokens (at least 1,024, the API's minimum); its tokens are added to the
+    answer's limit."""
+
+    cache: bool = True
+    """Mark the stable prompt prefix for the provider's prompt cache (`cache=0`: never)."""
+
+
+SpecOptions = AnthropicOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def from_spec(spec: str) -> AnthropicBackend:
     """`anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="anthropic", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="ANTHROPIC_API_KEY", extra_options=("thinking_budget", "cache"))
+                               default_key_env="ANTHROPIC_API_KEY", extra_options=tuple(f.name for f in fields(AnthropicOptions) if f.name not in COMMON_OPTIONS))
     return AnthropicBackend(spec, remote)

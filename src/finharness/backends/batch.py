@@ -37,7 +37,7 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl
@@ -52,7 +52,25 @@ from ..core.types import GenerateParams, GenerateRequest, GenerateResponse, Mess
 from ..util import phase
 from .http_common import error_for_status
 
-BATCH_OPTIONS = ("batch", "batch_poll", "batch_gather", "batch_max_requests")
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """The query options of batch mode, which an `openai:` or `anthropic:` spec takes beside its own."""
+
+    batch: bool = False
+    """1: send the calls through the provider's batch interface (about half price, results within 24 h)."""
+
+    batch_poll: float = 30.0
+    """Seconds between status requests of a submitted batch ($FINHARNESS_BATCH_POLL_S)."""
+
+    batch_gather: float = 2.0
+    """Seconds without a new request that close a wave and send it as one batch."""
+
+    batch_max_requests: int | None = None
+    """Requests one batch holds at most (default: the provider's limit)."""
+
+
+BATCH_OPTIONS = tuple(f.name for f in fields(BatchOptions))
 """Spec options of batch mode (taken off the spec before the live backend is made)."""
 
 BATCH_SCHEMES = ("openai", "anthropic")

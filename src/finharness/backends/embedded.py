@@ -11,6 +11,9 @@ from __future__ import annotations
 from .llamacpp import LlamaCppBackend, LlamaCppOptions
 from .model_files import embedded_model, ensure_model
 
+SpecOptions = LlamaCppOptions
+"""What `finharness list --backends` shows for the scheme: llama.cpp's."""
+
 
 def from_spec(spec: str) -> LlamaCppBackend:
     name, _, query = spec.partition("?")

@@ -41,7 +41,7 @@ import json
 import os
 import random
 import time
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -283,8 +283,32 @@ MAX_LATENCY = 3600.0
 """The longest `?latency=` a fake takes, in seconds (a fake slower than an hour is a typo)."""
 
 
+@dataclass(frozen=True)
+class FakeOptions:
+    """The query options of a `fake` spec."""
+
+    latency: float = 0.0
+    """Seconds each call takes (0 to 3,600)."""
+
+    script: str | None = None
+    """A JSONL file of rules (match, reply, fail, times): replies by request (module docstring)."""
+
+    reply: str | None = None
+    """The reply to every request no rule matches (default: a deterministic one per request)."""
+
+    name: str = "fake"
+    """The model's name in its identity: two fakes of other names are two models."""
+
+    log: str | None = None
+    """A file that gets one line per call made (what was asked, by which process)."""
+
+
+SpecOptions = FakeOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def from_spec(spec: str) -> FakeBackend:
-    base, opts = split_options(spec, {"latency", "script", "reply", "name", "log"})
+    base, opts = split_options(spec, {f.name for f in fields(FakeOptions)})
     if base != "fake":
         raise SpecError(f"model spec {spec!r}: expected 'fake[?latency=S&script=FILE&reply=TEXT&name=X&log=FILE]'")
     script = None

@@ -137,6 +137,10 @@ def parse_spec(spec: str) -> tuple[str, HfOptions]:
     return model.strip(), options
 
 
+SpecOptions = HfOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def from_spec(spec: str) -> HfBackend:
     model, options = parse_spec(spec)
     missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]

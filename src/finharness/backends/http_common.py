@@ -15,7 +15,7 @@ import os
 import re
 import ssl
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Collection, Mapping
 from urllib.parse import parse_qsl, unquote_plus
 
@@ -67,7 +67,21 @@ class RemoteSpec:
     """The backend's own options, as written in the spec (reasoning_effort, thinking_budget...)."""
 
 
-COMMON_OPTIONS = frozenset({"key_env", "concurrency", "timeout"})
+@dataclass(frozen=True)
+class RemoteOptions:
+    """The query options every remote spec takes (`openai:m@URL?concurrency=4`); a backend's own derive from it."""
+
+    key_env: str | None = None
+    """The environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY); never the key."""
+
+    concurrency: int | None = None
+    """Calls in flight at once (connection-pool size; default: the backend's, 8 for openai:)."""
+
+    timeout: float | None = None
+    """Read timeout of one call, in seconds (default: the backend's, 120 for openai:)."""
+
+
+COMMON_OPTIONS = frozenset(f.name for f in fields(RemoteOptions))
 """Options every remote spec takes."""
 
 KEY_OPTION = re.compile(r"(?:api_?)?key|.*_key|.*token|.*secret|password|auth.*", re.I)

@@ -137,6 +137,10 @@ RANGES: dict[str, tuple[int, int]] = {
 """The values each LlamaCppOptions field takes, inclusive."""
 
 
+SpecOptions = LlamaCppOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def parse_spec(spec: str) -> tuple[Path, LlamaCppOptions]:
     """'llamacpp:PATH[?opt=value&...]' -> (path, options); the file must exist."""
     scheme, sep, rest = spec.partition(":")

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Mapping
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
 from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
 from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, TokenLogprob, ToolCall
 from .http_common import (
+    COMMON_OPTIONS,
     LoopBoundClient,
+    RemoteOptions,
     RemoteSpec,
     StatusError,
     bad_response,
@@ -55,8 +57,30 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 OMITTABLE = {"temperature": 1.0, "top_p": 1.0}
 """Sampling parameters a reasoning model may refuse, and the API's default, which the model then uses."""
 
-SPEC_OPTIONS = ("reasoning_effort", "max_completion_tokens", "omit", "thinking_budget")
+@dataclass(frozen=True)
+class OpenAIOptions(RemoteOptions):
+    """The query options of an `openai:` spec (docs/backends.md, reasoning models)."""
+
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"reasoning_effort": REASONING_EFFORTS}
+
+    reasoning_effort: str | None = None
+    """Sent as `reasoning_effort` (a reasoning model: its thinking effort)."""
+
+    max_completion_tokens: int | None = None
+    """1: the token limit goes under that name (what o-series models take instead of max_tokens)."""
+
+    omit: str | None = None
+    """Parameters left out of every request, comma-separated (temperature,top_p): the model uses its defaults."""
+
+    thinking_budget: int | None = None
+    """Thinking tokens added to the answer's limit (0 to 10,000,000)."""
+
+
+SPEC_OPTIONS = tuple(f.name for f in fields(OpenAIOptions) if f.name not in COMMON_OPTIONS)
 """The options of an `openai:` spec beyond key_env, concurrency and timeout."""
+
+SpecOptions = OpenAIOptions
+"""What `finharness list --backends` shows for the scheme."""
 
 _QUOTED = re.compile(r"'([A-Za-z_]+)'")
 _USE_INSTEAD = re.compile(r"[Uu]se '([A-Za-z_]+)' instead")

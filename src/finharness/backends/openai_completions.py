@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 from ..core.backend import BackendError, Capabilities, SpecError
 from ..core.types import LoglikelihoodRequest, LoglikelihoodResponse
 from .http_common import bad_response, parse_remote_spec, post_json
-from .openai_compat import DEFAULT_BASE_URL, SPEC_OPTIONS, OpenAICompatBackend
+from .openai_compat import DEFAULT_BASE_URL, SPEC_OPTIONS, OpenAICompatBackend, OpenAIOptions
 from .vllm import continuation_logprob, split_continuation_tokens
 
 SCHEME = "openai-completions"
@@ -162,8 +162,22 @@ class OpenAICompletionsBackend(OpenAICompatBackend):
         return prompt_logprob_positions(choice.get("prompt_logprobs"), prompt)
 
 
+@dataclass(frozen=True)
+class CompletionsOptions(OpenAIOptions):
+    """The query options of an `openai-completions:` spec: the `openai:` ones and how log-likelihoods are read."""
+
+    CHOICES = {**OpenAIOptions.CHOICES, "logprobs": ("echo", "prompt")}
+
+    logprobs: str = "echo"
+    """echo: `echo` + `logprobs` (vLLM, the legacy OpenAI API); prompt: vLLM's `prompt_logprobs: 1`."""
+
+
+SpecOptions = CompletionsOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def from_spec(spec: str) -> OpenAICompletionsBackend:
     """`openai-completions:MODEL@BASE_URL[?logprobs=echo|prompt&...]` (the `openai:` options too)."""
     remote = parse_remote_spec(spec, scheme=SCHEME, default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="OPENAI_API_KEY", extra_options=(*SPEC_OPTIONS, "logprobs"))
+                               default_key_env="OPENAI_API_KEY", extra_options=(*SPEC_OPTIONS, "logprobs"))  # CompletionsOptions' fields
     return OpenAICompletionsBackend(spec, remote)

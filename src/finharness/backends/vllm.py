@@ -102,6 +102,10 @@ def parse_spec(spec: str) -> tuple[str, VllmOptions]:
     return model.strip(), options
 
 
+SpecOptions = VllmOptions
+"""What `finharness list --backends` shows for the scheme."""
+
+
 def from_spec(spec: str) -> VllmBackend:
     model, options = parse_spec(spec)
     if importlib.util.find_spec("vllm") is None:
