@@ -17,6 +17,7 @@ server a ValueError saying so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,14 @@ class Prepared:
     """The TaskRefs of the tasks given as specs (the command line's dry run and Ray executor need them)."""
     task_options: list[dict[str, Any]] = field(default_factory=list)
     """Each task's options, as it declares them."""
+    executor: str = "local"
+    """Where samples are solved: 'local' (this process), or 'ray' (shards over a Ray cluster)."""
+    address: str | None = None
+    """The Ray cluster (executor 'ray'; None: $RAY_ADDRESS, else a new local one)."""
+    shards: int | None = None
+    """Ray tasks the run is split into (executor 'ray'; None: one per CPU of the cluster)."""
+    specs: dict[str, str] = field(default_factory=dict)
+    """Role -> model spec of the models given as specs (what a Ray worker makes its backends from)."""
 
 
 def options_per_task(refs: Sequence[Any], options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -197,8 +206,10 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
             spending: Spending | None = None, temperature: float | None = None, max_tokens: int | None = None,
             system: str | None = None, thinking_budget: int | None = None, draws: int = 1, truncate: str = "error",
             max_prompt_tokens: int | None = None, sandbox: str | None = None,
-            versions: Mapping[str, Any] | None = None, batch: bool = False) -> Prepared:
-    """Resolve the tasks and models of a run and its options (evaluate()'s parameters); raises on bad input."""
+            versions: Mapping[str, Any] | None = None, batch: bool = False, executor: str = "local",
+            address: str | None = None, shards: int | None = None) -> Prepared:
+    """Resolve the tasks and models of a run and its options (evaluate()'s parameters, and where samples are solved:
+    `executor` 'local' or 'ray', with the Ray cluster's `address` and `shards`); ValueError on bad input."""
     from .backends import from_spec
     from .benchmarks.registry import resolve_task
     from .core.model import TRUNCATION_POLICIES
@@ -207,9 +218,13 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
 
     if truncate not in TRUNCATION_POLICIES:
         raise ValueError(f"truncate must be one of {', '.join(TRUNCATION_POLICIES)}, not {truncate!r}")
+    if draws > 1 and temperature == 0:
+        raise ValueError(f"draws {draws} at temperature 0: greedy decoding answers every draw the same (identical "
+                         "draws), so the draws measure nothing; give a temperature above 0 (e.g. 0.7), or one draw")
     given = [tasks] if isinstance(tasks, (str, Task)) else list(tasks)
     if not given:
         raise ValueError("no task given")
+    _check_executor(executor, address, shards, given, model)
     refs = [resolve_task(t) for t in given if isinstance(t, str)]
     spec_refs = iter(refs)
     per_task = options_per_task(refs, dict(options or {})) if len(given) > 1 else [dict(options or {})] * len(refs)
@@ -246,7 +261,44 @@ def prepare(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded",
                              generation=GenerationOverrides(temperature, max_tokens, system, seed, thinking_budget),
                              draws=draws, spending=spending, batch=batch)
     return Prepared(names, made, backends, run_options, out_dir, Path(store) if store else out_dir / "store.sqlite",
-                    spending, refs, task_options)
+                    spending, refs, task_options, executor, address, shards,
+                    {role: m for role, m in specs.items() if isinstance(m, str)})
+
+
+def _check_executor(executor: str, address: str | None, shards: int | None, given: Sequence[TaskLike],
+                    model: ModelLike) -> None:
+    """ValueError for an executor the run cannot use (the Ray executor: one task given by spec, models by spec)."""
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be local or ray, not {executor!r}")
+    if executor == "local":
+        if address is not None or shards is not None:
+            raise ValueError("a Ray address and shards need the Ray executor (--executor ray)")
+        return
+    from importlib.util import find_spec
+
+    from .core.ray_executor import INSTALL_HINT
+
+    if len(given) > 1:
+        raise ValueError("the Ray executor runs one task at a time; run each task on its own (they can share a store)")
+    if not isinstance(given[0], str) or not isinstance(model, str):
+        raise ValueError("the Ray executor makes the task and the models on its workers: give them as specs")
+    if find_spec("ray") is None:
+        raise ValueError(INSTALL_HINT)
+
+
+def check_data_before_work(prepared: Prepared) -> Any:
+    """The data every task of the run reads, checked on tasks of their own before the first call (a
+    suite.data_check.DataCheck, less what the tasks pull themselves on first use). A lone task whose questions do
+    not load is left to stop at its own load, with its own error, which knows its data best: what stops here is one
+    list for a pool, and data a task would read only after its first calls (prompts, filings)."""
+    from .suite.data_check import check_data, run_blockers
+
+    fresh = [(name, ref.make(opts)) for name, ref, opts in zip(prepared.names, prepared.refs, prepared.task_options)]
+    check = run_blockers(check_data(fresh, prepared.options.data_dir))
+    if len(prepared.names) == 1 and prepared.names[0] not in check.loaded:
+        check.needs.clear()
+        check.errors.clear()
+    return check
 
 
 def _labels(given: Sequence[TaskLike], refs: Sequence[Any], made: Sequence[Task]) -> list[str]:
@@ -260,7 +312,8 @@ ProgressFor = Callable[[str], Callable[[RunCounters], None] | None]
 
 def execute(prepared: Prepared, *, progress_for: ProgressFor | None = None, started: float | None = None,
             executor: Any = None) -> Evaluation:
-    """Run a prepared run: one task alone into OUT, several as a pool into OUT/TASK/; manifests written."""
+    """Run a prepared run: one task alone into OUT, several as a pool into OUT/TASK/; manifests written. A run
+    prepared for the Ray executor solves its samples on the cluster (`executor`: a sample executor of one's own)."""
     from .core.pool import run_pool, write_manifest
     from .core.store import RunStore
 
@@ -280,7 +333,15 @@ def execute(prepared: Prepared, *, progress_for: ProgressFor | None = None, star
         return Evaluation(runs, errors, prepared.store_path, prepared.spending, pool)
     name, task = prepared.names[0], prepared.tasks[0]
     progress = progress_for(name) if progress_for else None
-    with RunStore(prepared.store_path) as run_store:
+    cluster: Any = contextlib.nullcontext()
+    if executor is None and prepared.executor == "ray":
+        from .backends import from_spec
+        from .core.ray_executor import RayExecutor, ShardJob, ray_session
+
+        job = ShardJob(task_factory=prepared.refs[0].factory(prepared.task_options[0]), backend_specs=prepared.specs,
+                       backend_factory=from_spec, options=prepared.options)
+        executor, cluster = RayExecutor(job, shards=prepared.shards), ray_session(prepared.address)
+    with cluster, RunStore(prepared.store_path) as run_store:
         result = asyncio.run(run_task(task, prepared.backends, run_store, prepared.options, out_dir=prepared.out,
                                       progress=progress, executor=executor))
     write_manifest(prepared.out, result.results, store_path=prepared.store_path, data_dir=prepared.options.data_dir,
@@ -302,18 +363,20 @@ def evaluate(tasks: TaskLike | Sequence[TaskLike], model: ModelLike = "embedded"
              max_tokens: int | None = None, system: str | None = None, thinking_budget: int | None = None,
              draws: int = 1, truncate: str = "error", max_prompt_tokens: int | None = None,
              sandbox: str | None = None, check_servers: bool = True,
-             progress: Callable[[str, RunCounters], None] | None = None) -> Evaluation:
+             progress: Callable[[str, RunCounters], None] | None = None, executor: str = "local",
+             address: str | None = None, shards: int | None = None) -> Evaluation:
     """Run `tasks` on `model` (with a `judge` and a simulated `user` where the tasks need them) and return what each
     run gave; rerunning resumes from the run store. The parameters are `finharness run`'s options (docs/cli.md):
     `options` the tasks' `-o` options, `sample` a seeded subset of N items (`--sample`), `prices` MODEL=IN/OUT texts
     or Price values. `check_servers`: ask each remote model's server once before the first call (a ValueError when
-    one does not answer). `progress(task, counters)` is called as samples finish."""
+    one does not answer). `progress(task, counters)` is called as samples finish. `executor='ray'` solves the samples
+    of one task given by spec on a Ray cluster (`address`, `shards`), as `finharness run --executor ray`."""
     spending = make_spending(prices, max_cost, budget_tokens)
     prepared = prepare(tasks, model, judge=judge, user=user, options=options, limit=limit, sample=sample, seed=seed,
                        data_dir=data_dir, out=out, store=store, concurrency=concurrency, spending=spending,
                        temperature=temperature, max_tokens=max_tokens, system=system, thinking_budget=thinking_budget,
                        draws=draws, truncate=truncate, max_prompt_tokens=max_prompt_tokens, sandbox=sandbox,
-                       versions=run_versions())
+                       versions=run_versions(), executor=executor, address=address, shards=shards)
     if check_servers:
         problems = [f"{backend.spec}: {problem}" for backend in {id(b): b for b in prepared.backends.values()}.values()
                     if (problem := getattr(backend, "preflight", lambda: None)())]

@@ -60,13 +60,6 @@ def _make_task(ref: Any, options: dict[str, Any]):
         fail(str(err))
 
 
-def with_sandbox(ref: Any, options: dict[str, Any], sandbox: str | None) -> dict[str, Any]:
-    """`--sandbox` as the `sandbox` option of the tasks that run model-written code (those that declare it)."""
-    if sandbox is None or "sandbox" not in {o.name for o in ref.cls.describe_options()}:
-        return options
-    return {**options, "sandbox": sandbox}
-
-
 def _options_per_task(refs: list[Any], options: dict[str, Any]) -> list[dict[str, Any]]:
     """A pooled run's task options, each given to the tasks that declare it (api.options_per_task); an option no
     task of the pool takes is a usage error naming the closest one."""
@@ -163,66 +156,32 @@ def run(
     run of it alone would (same run key: either resumes the other), and a summary table ends the
     run. Each task option goes to the tasks that declare it. Rerunning the same command resumes: completed calls come
     from the run store."""
-    from contextlib import nullcontext
-
-    from .backends import from_spec
-    from .core.model import TRUNCATION_POLICIES
+    from .api import check_data_before_work, execute, prepare
     from .core.pool import INPUT_ERRORS, run_dir_name
+    from .suite.data_check import no_pulls, pull_command, report_lines
 
-    if truncate not in TRUNCATION_POLICIES:
-        fail(f"--truncate must be one of {', '.join(TRUNCATION_POLICIES)}")
-    if executor not in ("local", "ray"):
-        fail("--executor must be local or ray")
-    if executor == "local" and (address is not None or shards is not None):
-        fail("--address and --shards need --executor ray")
     if no_pull:
         import os
 
         from .data.pull import NO_PULL_ENV
 
         os.environ[NO_PULL_ENV] = "1"  # read where a task pulls on first use (data/pull.py)
-    if draws > 1 and temperature == 0:
-        fail(f"--draws {draws} at --temperature 0: greedy decoding answers every draw the same (identical draws), so "
-             "the draws measure nothing; give a temperature above 0 (e.g. --temperature 0.7), or leave out --draws")
-    if len(task) > 1 and executor == "ray":
-        fail("--executor ray runs one task at a time; run each task on its own (they can share --store)")
-    if executor == "ray":
-        from importlib.util import find_spec
-
-        from .core.ray_executor import INSTALL_HINT
-
-        if find_spec("ray") is None:
-            fail(INSTALL_HINT)
-    from .api import execute, prepare
-
-    task_opts = _task_options(split, shots, method, extract, mode, option)
     spending = make_spending(price, max_cost, budget_tokens)
     try:
-        prepared = prepare(task, model, judge=judge, user=user_model, options=task_opts, limit=limit, sample=subset,
-                           seed=seed, data_dir=data_dir, out=out, store=resolve_store(store), concurrency=concurrency,
-                           spending=spending, temperature=temperature, max_tokens=max_tokens, system=system,
-                           thinking_budget=thinking_budget, draws=draws, truncate=truncate,
-                           max_prompt_tokens=max_prompt_tokens, sandbox=sandbox, versions=versions(), batch=batch)
-    except (KeyError, ValueError, TypeError) as err:  # a task, option or model spec that cannot be used
+        prepared = prepare(task, model, judge=judge, user=user_model,
+                           options=_task_options(split, shots, method, extract, mode, option), limit=limit,
+                           sample=subset, seed=seed, data_dir=data_dir, out=out, store=resolve_store(store),
+                           concurrency=concurrency, spending=spending, temperature=temperature, max_tokens=max_tokens,
+                           system=system, thinking_budget=thinking_budget, draws=draws, truncate=truncate,
+                           max_prompt_tokens=max_prompt_tokens, sandbox=sandbox, versions=versions(), batch=batch,
+                           executor=executor, address=address, shards=shards)
+    except (KeyError, ValueError, TypeError) as err:  # a task, option, model spec or executor that cannot be used
         fail(str(err.args[0] if isinstance(err, KeyError) else err))
-    refs, tasks, task_objs, per_task = prepared.refs, prepared.names, prepared.tasks, prepared.task_options
-    slugs = [run_dir_name(name) for name in tasks]
-    backends, out, store_path, run_options = prepared.backends, prepared.out, prepared.store_path, prepared.options
-    specs = {role: spec for role, spec in (("model", model), ("judge", judge), ("user", user_model)) if spec}
+    out, store_path = prepared.out, prepared.store_path
     if executor == "local" and not dry_run:  # Ray workers reach their own node's servers; a dry run calls none
-        check_endpoints(backends.values())
+        check_endpoints(prepared.backends.values())
     started = time.time()
-    resolved_data_dir = run_options.data_dir
-    from .suite.data_check import check_data, no_pulls, pull_command, report_lines, run_blockers
-
-    # data before work: every task's datasets, checked on tasks of their own (a check loads and closes them). A lone
-    # task whose questions do not load stops at its load with its own error, which knows its data best; what stops
-    # here is one list for a pool, and data a task would only read after its first calls (prompts, filings)
-    check = run_blockers(check_data([(name, _make_task(ref, opts)) for name, ref, opts
-                                     in zip(tasks, refs, per_task)], resolved_data_dir))
-    if len(tasks) == 1 and tasks[0] not in check.loaded:
-        check.needs.clear()
-        check.errors.clear()
+    check = check_data_before_work(prepared)
     if not check.ready:
         typer.echo("\n".join(report_lines(check, pull=pull_command(check, data_dir=data_dir), skip_hint=False,
                                            or_else="")), err=True)
@@ -230,18 +189,20 @@ def run(
         from .suite.plan import plan_run
 
         with no_pulls():  # a dry run writes nothing: no first-use pull into the data root
-            _show_plan(lambda: plan_run(tasks, refs, task_objs, backends, store_path, run_options,
-                                        spending.prices if spending else {}), as_json)
+            _show_plan(lambda: plan_run(prepared.names, prepared.refs, prepared.tasks, prepared.backends, store_path,
+                                        prepared.options, spending.prices if spending else {}), as_json)
         if not check.ready:
             raise typer.Exit(2)
         return
     if not check.ready:
-        pullable = f": run `{pull_command(check, data_dir=resolved_data_dir)}`" if check.of("missing") else ""
-        fail(f"the data of {len(check.blocked_rows())} task(s) is not in {resolved_data_dir} (listed above){pullable}; "
+        root = prepared.options.data_dir
+        pullable = f": run `{pull_command(check, data_dir=root)}`" if check.of("missing") else ""
+        fail(f"the data of {len(check.blocked_rows())} task(s) is not in {root} (listed above){pullable}; "
              "nothing was run")
     out.mkdir(parents=True, exist_ok=True)
     (out / "partial.json").unlink(missing_ok=True)  # an earlier stop's record: this invocation writes its own
-    folders = {name: out / slug for name, slug in zip(tasks, slugs)} if len(tasks) > 1 else {tasks[0]: out}
+    tasks = prepared.names
+    folders = {name: out / run_dir_name(name) for name in tasks} if len(tasks) > 1 else {tasks[0]: out}
 
     def stopped(how: str) -> None:
         path = write_partial(out, seen.seen, folders, how, store_path)
@@ -255,17 +216,9 @@ def run(
         _print_pool(evaluation.pool, model, spending)
         return
     task_name = tasks[0]
-    sample_executor, cluster = None, nullcontext()
-    if executor == "ray":
-        from .core.ray_executor import RayExecutor, ShardJob, ray_session
-
-        job = ShardJob(task_factory=refs[0].factory(task_opts), backend_specs=specs,
-                       backend_factory=from_spec, options=run_options)
-        sample_executor, cluster = RayExecutor(job, shards=shards), ray_session(address)
     try:
-        with seen, cluster, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
-            evaluation = execute(prepared, started=started, executor=sample_executor,
-                                 progress_for=lambda name: seen.watch(progress, task_name))
+        with seen, LiveProgress(f"{task_name} on {model}", enabled=not quiet) as progress:
+            evaluation = execute(prepared, started=started, progress_for=lambda name: seen.watch(progress, task_name))
     except INPUT_ERRORS as err:
         fail(str(err))
     result = evaluation[task_name]

@@ -46,6 +46,15 @@ def test_bad_input_is_raised_not_printed(tmp_path):
         finharness.evaluate("demo", model="nonsense:model", out=tmp_path)
     with pytest.raises(KeyError, match="no metric 'f1'"):
         finharness.evaluate("demo", model=FakeBackend(), out=tmp_path / "d")["demo"].metric("f1")
+    for wrong, said in (({"executor": "ray", "tasks": ["demo", "cfinbench"]}, "one task at a time"),
+                        ({"executor": "ray", "model": FakeBackend()}, "give them as specs"),
+                        ({"executor": "gpu"}, "executor must be local or ray"),
+                        ({"shards": 4}, "need the Ray executor"),
+                        ({"draws": 2, "temperature": 0.0}, "identical draws")):
+        given = {"tasks": "demo", "model": "fake", "out": tmp_path / "e", **wrong}
+        with pytest.raises(ValueError, match=said):
+            finharness.evaluate(given.pop("tasks"), **given)
+    assert not (tmp_path / "e").exists()  # refused before anything was written
 
 
 def test_a_budget_stop_is_in_the_result(tmp_path):
