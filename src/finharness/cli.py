@@ -84,7 +84,7 @@ MAX_COST_OPTION = typer.Option(None, "--max-cost", min=0, help="Stop before the 
                                "prices) past USD; everything made is kept: rerun with more to resume.")
 BUDGET_TOKENS_OPTION = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that would take the "
                                     "tokens of every role (and model) past N; rerun with more to resume.")
-SANDBOX_OPTION = typer.Option(None, help="Isolation of model-written programs (BizBench's program tasks): auto | bwrap "
+SANDBOX_OPTION = typer.Option(None, help="Isolation of model-written programs (the tasks that run model-written code): auto | bwrap "
                               "| kernel | unsafe (docs/sandbox.md; recorded in results).")
 NO_PULL_OPTION = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks that "
                               "pull on first use fail instead); same as FINHARNESS_NO_PULL=1.")
@@ -533,8 +533,8 @@ def suite_cmd(
                                      "finharness), or a suite file of your own (.toml; docs/suite.md)."),
     model: list[str] = typer.Option(["embedded"], "--model", "-m", help="Model spec under test (repeatable: "
                                     "every model runs every row)."),
-    judge: Optional[str] = typer.Option(None, help="Model spec of the judge (UCFE, FinTradeBench)."),
-    user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of UCFE's simulated user."),
+    judge: Optional[str] = typer.Option(None, help="Model spec of the judge (the rows that judge)."),
+    user_model: Optional[str] = typer.Option(None, "--user-model", help="Model spec of the simulated user (the rows that simulate one)."),
     out: Optional[Path] = typer.Option(None, help="Suite folder (default runs/suite-SUITE): one store, one folder "
                                        "per model and row, suite.json and the scorecard."),
     data_dir: Optional[Path] = typer.Option(None, help="Data root (default $FINHARNESS_DATA_DIR or the cache)."),
@@ -740,8 +740,8 @@ def score(
     method: Optional[str] = typer.Option(None),
     extract: Optional[str] = typer.Option(None, help="Extraction mode: official | robust."),
     mode: Optional[str] = typer.Option(None),
-    grader: Optional[str] = typer.Option(None, help="Grading mode (task-specific, e.g. FinanceBench's rules | "
-                                         "judge)."),
+    grader: Optional[str] = typer.Option(None, help="Grading mode (task-specific: `finharness list TASK` "
+                                         "shows its values)."),
     judge: Optional[str] = typer.Option(None, help="Model spec of the judge, for a task that grades given answers "
                                         "with one (its calls are stored: a rerun makes none)."),
     option: list[str] = typer.Option([], "--option", "-o"),
@@ -834,7 +834,7 @@ def _score_with_judge(ref: Any, task_opts: dict[str, Any], predictions: Path, ju
         fail(f"{predictions}: no such file")
     task_obj = _make_task(ref, {**task_opts, name: str(predictions)})
     if "judge" not in task_obj.roles:
-        fail(f"{ref.label} with these options grades without a judge (e.g. FinanceBench's --grader judge uses one)")
+        fail(f"{ref.label} with these options grades without a judge (`finharness list {ref.label}` shows an option that takes one)")
     try:
         backends = {"judge": from_spec(judge)}
     except SpecError as err:
@@ -1066,7 +1066,7 @@ def list_cmd(task: Optional[str] = typer.Argument(None, metavar="[TASK]", help="
 def report(
     run_dirs: Optional[list[Path]] = typer.Argument(None, help="Run directories holding results.json."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML report to FILE."),
-    matches: list[Path] = typer.Option([], "--matches", help="UCFE matches JSONL (repeatable)."),
+    matches: list[Path] = typer.Option([], "--matches", help="Pairwise matches JSONL, as a judging command writes them (repeatable)."),
     ratings: list[Path] = typer.Option([], "--ratings", help="`finharness rate --json` output (repeatable)."),
     transcripts: int = typer.Option(2000, "--transcripts", help="Samples per run in the transcript browser (0 = all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the models × tasks view (and every metric) as JSON."),

@@ -69,8 +69,8 @@ def test_a_quiet_call_shows_a_heartbeat_and_a_judging_row_comes_with_its_planned
     assert "running: a on m 1/3 (last reply 2m05s ago)" in suite.line()
     assert suite.total_rows == 2  # the judging pair to come counts
     suite.update("a on m", counters(3, 3, tokens=100, calls=3))
-    suite.update("ucfe judge: m vs gpt-4o (released)", counters(0, 5))
-    assert suite.rows["ucfe judge: m vs gpt-4o (released)"].planned == 50.0 and suite.extra_rows == 0
+    suite.update("a step: m vs gpt-4o (released)", counters(0, 5))  # a label the plan did not name
+    assert suite.rows["a step: m vs gpt-4o (released)"].planned == 50.0 and suite.extra_rows == 0
 
 
 def test_live_progress_prints_the_suite_line_and_keeps_a_finished_rows_rate():

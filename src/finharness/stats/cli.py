@@ -133,7 +133,7 @@ def plan_command(
     matches: Optional[Path] = typer.Option(None, "--matches", help="Matches file of one model pair (implies "
                                            "--pairwise): the outcomes' spread."),
     value: Optional[str] = typer.Option(None, "--value", help="A per-sample score value instead of the headline."),
-    parts: Optional[str] = typer.Option(None, "--parts", help="A weighted score of parts, WEIGHT=ITEMS,... (CFinBench: "
+    parts: Optional[str] = typer.Option(None, "--parts", help="A weighted score of parts, WEIGHT=ITEMS,... (e.g. "
                                         "0.4=SINGLE,0.4=MULTI,0.2=JUDGMENT): n is their items, counted by weight."),
     alpha: float = typer.Option(ALPHA, "--alpha"),
     power: float = typer.Option(POWER, "--power"),

@@ -42,8 +42,8 @@ ROLE_ORDER = {"model": 0, "user": 1, "judge": 2}
 MIN_STORED_SCORES = 10
 """Stored scores needed before their spread replaces the default (fewer say little about it)."""
 
-UPPER_BOUND = ("stand-in replies of max_tokens tokens that read as no answer: every UCFE dialogue runs to "
-               "max_rounds, FinTradeBench's judge takes all its attempts (3; 1 when its first verdict reads) and "
+UPPER_BOUND = ("stand-in replies of max_tokens tokens that read as no answer: every simulated dialogue runs to "
+               "its round limit, a judge takes all its attempts (1 where its first verdict reads) and a "
                "self-selection falls back to the first candidate, and later turns carry max_tokens-long replies: "
                "calls and prompt tokens are upper bounds")
 """What the planned path is where a backend has no free reply of its own."""

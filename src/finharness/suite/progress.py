@@ -102,14 +102,14 @@ class SuiteProgress:
     """Rows done of total, the rows under way, the suite's ETA (module docstring)."""
 
     def __init__(self, rows: Mapping[str, float | None], clock: Callable[[], float] = time.monotonic,
-                 extra: tuple[int, float | None] = (0, None), extra_prefix: str = "ucfe judge:"):
-        """rows: each row's label (`ROW on MODEL`) -> its planned work in tokens (None: unplanned); extra: (rows known
-        to come under labels of their own, the judging pairs of a step after the rows (benchmarks/ucfe/suite_step.py names them `ucfe judge: A vs B`,
-        `extra_prefix`); the planned work of each, None: unplanned)."""
+                 extra: tuple[int, float | None] = (0, None)):
+        """rows: each row's label (`ROW on MODEL`) -> its planned work in tokens (None: unplanned); extra: (units known
+        to come under labels of their own: the judging pairs of the steps after the rows, SuiteHooks.steps_after_rows;
+        the planned work of each, None: unplanned). A label `rows` does not name is one of those units while any
+        remain."""
         self.clock = clock
         self.rows = {label: RowState(label, planned) for label, planned in rows.items()}
         self.extra_rows, self.extra_work = extra
-        self.extra_prefix = extra_prefix
         self.eta = EtaTracker(clock)
         self.started = clock()
 
@@ -117,7 +117,7 @@ class SuiteProgress:
         now = self.clock()
         row = self.rows.get(label)
         if row is None:  # a row the plan did not name (the judging): counted from its first report
-            judging = label.startswith(self.extra_prefix) and self.extra_rows > 0
+            judging = self.extra_rows > 0
             row = self.rows[label] = RowState(label, self.extra_work if judging else None)
             self.extra_rows -= judging
         seen = (counters.samples_done, _tokens(counters), getattr(counters, "calls", 0),
