@@ -293,7 +293,10 @@ def check_data_before_work(prepared: Prepared) -> Any:
     list for a pool, and data a task would read only after its first calls (prompts, filings)."""
     from .suite.data_check import check_data, run_blockers
 
-    fresh = [(name, ref.make(opts)) for name, ref, opts in zip(prepared.names, prepared.refs, prepared.task_options)]
+    # a task given as an object has no spec to make a fresh one from: its own load is its check
+    by_spec = len(prepared.refs) == len(prepared.names)
+    fresh = ([(name, ref.make(opts)) for name, ref, opts in zip(prepared.names, prepared.refs, prepared.task_options)]
+             if by_spec else [])
     check = run_blockers(check_data(fresh, prepared.options.data_dir))
     if len(prepared.names) == 1 and prepared.names[0] not in check.loaded:
         check.needs.clear()

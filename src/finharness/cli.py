@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import typer
 
@@ -918,6 +918,27 @@ def compare(
             typer.echo(f"! {side.upper()} ({run_dir}) is flagged: {flag}")
 
 
+def _options_json(infos: Sequence[Any]) -> list[dict[str, Any]]:
+    """Declared options (core.options.OptionInfo) as `finharness list --json` gives them."""
+    return [{"name": o.name, "type": o.type, "default": o.default,
+             "choices": list(o.choices) if o.choices is not None else None, "help": o.help} for o in infos]
+
+
+def _options_table(title: str, infos: Sequence[Any]) -> Any:
+    """Declared options (core.options.OptionInfo) as the rich table `finharness list` prints."""
+    from rich.table import Table
+
+    from .core.options import show_default
+
+    table = Table(title=title, title_justify="left")
+    for col in ("option", "type", "default", "allowed", "what it does"):
+        table.add_column(col, overflow="fold")
+    for o in infos:
+        table.add_row(o.name, o.type, show_default(o.default),
+                      "any" if o.choices is None else ", ".join(map(str, o.choices)), o.help)
+    return table
+
+
 def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
     """`finharness list TASK`: the task's options (from the declaration its runs parse), roles and headline."""
     from .core.options import options_markdown
@@ -931,9 +952,7 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
              "roles": list(cls.roles), "headline": cls.headline,
              "metrics": [{"name": name, "direction": metric_direction(name.split(" ")[0], cls.metric_directions),
                           "meaning": meaning} for name, meaning in cls.metric_docs.items()],
-             "options": [{"name": o.name, "type": o.type, "default": o.default,
-                          "choices": list(o.choices) if o.choices is not None else None, "help": o.help}
-                         for o in infos]}
+             "options": _options_json(infos)}
     if as_json:
         typer.echo(json.dumps(entry, ensure_ascii=False, indent=2, default=str))
         return
@@ -942,19 +961,11 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
         return
     from rich.table import Table
 
-    from .core.options import show_default
-
     console = output_console(highlight=False)
     console.print(f"{entry['name']}  ({entry['source']})\n{entry['description']}", markup=False)
     console.print(f"roles: {', '.join(entry['roles'])}  (--judge SPEC / --user-model SPEC for the others)  "
                   f"headline: {cls.headline or 'the first metric'}", markup=False)
-    table = Table(title=f"options of {entry['name']}  (-o NAME=VALUE)")
-    for col in ("option", "type", "default", "allowed", "what it does"):
-        table.add_column(col, overflow="fold")
-    for o in infos:
-        table.add_row(o.name, o.type, show_default(o.default),
-                      "any" if o.choices is None else ", ".join(map(str, o.choices)), o.help)
-    console.print(table)
+    console.print(_options_table(f"options of {entry['name']}  (-o NAME=VALUE)", infos))
     if entry["metrics"]:
         metrics = Table(title=f"metrics of {entry['name']}")
         for col in ("metric", "better", "what it is"):
@@ -967,24 +978,22 @@ def _describe_task(spec: str, as_json: bool, markdown: bool) -> None:
 
 def _describe_backends(as_json: bool) -> None:
     """`finharness list --backends`: every backend scheme with the query options its declaration takes."""
-    from rich.table import Table
-
     from .backends import available_backends, spec_option_declarations
-    from .core.options import describe_options, show_default
+    from .core.options import describe_options
 
     listing: dict[str, dict[str, Any]] = {}
+    declared: dict[str, list[Any]] = {}
     for plugin, unused in available_backends():
         entry: dict[str, Any] = {"source": str(plugin.source), "target": plugin.target}
+        name = plugin.name if plugin.name not in listing else f"{plugin.name} ({plugin.source})"
         try:
-            infos = [o for declared in spec_option_declarations(plugin) for o in describe_options(declared)]
-            entry["options"] = [{"name": o.name, "type": o.type, "default": o.default,
-                                 "allowed": list(o.choices) if o.choices is not None else None, "help": o.help}
-                                for o in infos]
+            declared[name] = [o for options in spec_option_declarations(plugin) for o in describe_options(options)]
+            entry["options"] = _options_json(declared[name])
         except Exception as err:  # a broken plug-in is listed with why, not fatal
             entry["error"] = f"cannot be loaded: {type(err).__name__}: {err}"
         if unused:
             entry["unused"] = unused
-        listing.setdefault(plugin.name if plugin.name not in listing else f"{plugin.name} ({plugin.source})", entry)
+        listing[name] = entry
     if as_json:
         typer.echo(json.dumps({"backends": listing}, ensure_ascii=False, indent=2, default=str))
         return
@@ -992,15 +1001,8 @@ def _describe_backends(as_json: bool) -> None:
     for name, entry in listing.items():
         why = entry.get("error") or entry.get("unused")
         console.print(f"{name}  ({entry['source']}: {entry['target']})" + (f"  ({why})" if why else ""), markup=False)
-        if not entry.get("options"):
-            continue
-        table = Table(title=f"options of {name}:  SPEC?NAME=VALUE&...", title_justify="left")
-        for col in ("option", "type", "default", "allowed", "what it does"):
-            table.add_column(col, overflow="fold")
-        for o in entry["options"]:
-            table.add_row(o["name"], o["type"], show_default(o["default"]),
-                          "any" if o["allowed"] is None else ", ".join(map(str, o["allowed"])), o["help"])
-        console.print(table)
+        if declared.get(name):
+            console.print(_options_table(f"options of {name}:  SPEC?NAME=VALUE&...", declared[name]))
 
 
 @app.command("list")

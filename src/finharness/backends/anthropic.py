@@ -25,7 +25,7 @@ finish_reason 'tool_calls'.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..core.backend import BaseBackend, Capabilities
@@ -33,7 +33,6 @@ from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
 from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, ToolCall, ToolCallError
 from .http_common import (
-    COMMON_OPTIONS,
     LoopBoundClient,
     RemoteError,
     RemoteOptions,
@@ -303,5 +302,5 @@ SpecOptions = AnthropicOptions
 def from_spec(spec: str) -> AnthropicBackend:
     """`anthropic:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="anthropic", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="ANTHROPIC_API_KEY", extra_options=tuple(f.name for f in fields(AnthropicOptions) if f.name not in COMMON_OPTIONS))
+                               default_key_env="ANTHROPIC_API_KEY", declared=AnthropicOptions)
     return AnthropicBackend(spec, remote)

@@ -16,7 +16,7 @@ import re
 import ssl
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Collection, Mapping
+from typing import Any, Mapping
 from urllib.parse import parse_qsl, unquote_plus
 
 import httpx
@@ -84,6 +84,11 @@ class RemoteOptions:
 COMMON_OPTIONS = frozenset(f.name for f in fields(RemoteOptions))
 """Options every remote spec takes."""
 
+
+def own_options(declared: type[RemoteOptions]) -> tuple[str, ...]:
+    """The options a remote backend's declaration adds to those every remote spec takes."""
+    return tuple(f.name for f in fields(declared) if f.name not in COMMON_OPTIONS)
+
 KEY_OPTION = re.compile(r"(?:api_?)?key|.*_key|.*token|.*secret|password|auth.*", re.I)
 """Option names that would put a key in the spec (refused: the key goes in an environment variable)."""
 
@@ -142,14 +147,16 @@ def shown_spec(spec: str) -> str:
 
 def parse_remote_spec(spec: str, *, scheme: str, default_base_url: str, default_key_env: str,
                       default_concurrency: int = 8, default_timeout: float = 120.0,
-                      extra_options: Collection[str] = ()) -> RemoteSpec:
-    """Parse and check a remote spec; raise SpecError saying what to write instead. `extra_options`: the
-    backend's own options, handed back as written in `RemoteSpec.options` for the backend to check.
+                      declared: type[RemoteOptions] = RemoteOptions) -> RemoteSpec:
+    """Parse and check a remote spec; raise SpecError saying what to write instead. `declared`: the backend's
+    options (RemoteOptions or a subclass); those beyond RemoteOptions' are the backend's own, handed back as
+    written in `RemoteSpec.options` for the backend to check.
 
     A key never stands in the spec (the spec is stored with every result): credentials in BASE_URL
     (`http://user:KEY@host`, also userinfo no URL parser reads, with a `/` in KEY), a key-like option (`?api_key=`)
     and a key given as key_env are refused, and no message shows them. A key_env written in the spec names a
     variable that must be set."""
+    extra_options = own_options(declared)
     extras = "".join(f"&{name}=..." for name in sorted(extra_options))
     usage = (f"expected '{scheme}:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS{extras}]', "
              f"e.g. '{scheme}:my-model@http://127.0.0.1:8080/v1?concurrency=4'")

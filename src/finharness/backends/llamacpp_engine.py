@@ -255,11 +255,12 @@ class Generator:
             if not free:
                 return
             sequence = self.queue.popleft()
-            # The free slot whose KV already holds the longest part of this prompt; the last prompt
-            # token is always evaluated again (its logits start the generation).
-            reuse, slot = max(((_common_prefix(s.cached, sequence.prompt), s) for s in free), key=lambda x: x[0])
-            if not self.config.reuse_prefix:
-                reuse = 0
+            # The free slot whose KV already holds the longest part of this prompt (none is reused when the
+            # config says so); the last prompt token is always evaluated again (its logits start the generation).
+            if self.config.reuse_prefix:
+                reuse, slot = max(((_common_prefix(s.cached, sequence.prompt), s) for s in free), key=lambda x: x[0])
+            else:
+                reuse, slot = 0, free[0]
             if self.states is not None:
                 reuse = self.states.swap(self, slot, sequence.prompt, reuse)
             reuse = min(reuse, len(sequence.prompt) - 1)

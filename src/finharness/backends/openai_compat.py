@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping
 
 from ..core.backend import BaseBackend, Capabilities, SpecError
@@ -31,7 +31,6 @@ from ..core.hashing import canonical_json
 from ..core.reasoning import thinking_limit
 from ..core.types import Adaptation, GenerateRequest, GenerateResponse, Message, TokenLogprob, ToolCall
 from .http_common import (
-    COMMON_OPTIONS,
     LoopBoundClient,
     RemoteOptions,
     RemoteSpec,
@@ -75,9 +74,6 @@ class OpenAIOptions(RemoteOptions):
     thinking_budget: int | None = None
     """Thinking tokens added to the answer's limit (0 to 10,000,000)."""
 
-
-SPEC_OPTIONS = tuple(f.name for f in fields(OpenAIOptions) if f.name not in COMMON_OPTIONS)
-"""The options of an `openai:` spec beyond key_env, concurrency and timeout."""
 
 SpecOptions = OpenAIOptions
 """What `finharness list --backends` shows for the scheme."""
@@ -442,5 +438,5 @@ def from_spec(spec: str) -> OpenAICompatBackend:
     """`openai:MODEL[@BASE_URL][?key_env=NAME&concurrency=N&timeout=SECONDS&reasoning_effort=E
     &max_completion_tokens=1&omit=temperature,top_p&thinking_budget=N]`."""
     remote = parse_remote_spec(spec, scheme="openai", default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="OPENAI_API_KEY", extra_options=SPEC_OPTIONS)
+                               default_key_env="OPENAI_API_KEY", declared=OpenAIOptions)
     return OpenAICompatBackend(spec, remote)

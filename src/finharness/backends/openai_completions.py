@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 from ..core.backend import BackendError, Capabilities, SpecError
 from ..core.types import LoglikelihoodRequest, LoglikelihoodResponse
 from .http_common import bad_response, parse_remote_spec, post_json
-from .openai_compat import DEFAULT_BASE_URL, SPEC_OPTIONS, OpenAICompatBackend, OpenAIOptions
+from .openai_compat import DEFAULT_BASE_URL, OpenAICompatBackend, OpenAIOptions
 from .vllm import continuation_logprob, split_continuation_tokens
 
 SCHEME = "openai-completions"
@@ -179,5 +179,5 @@ SpecOptions = CompletionsOptions
 def from_spec(spec: str) -> OpenAICompletionsBackend:
     """`openai-completions:MODEL@BASE_URL[?logprobs=echo|prompt&...]` (the `openai:` options too)."""
     remote = parse_remote_spec(spec, scheme=SCHEME, default_base_url=DEFAULT_BASE_URL,
-                               default_key_env="OPENAI_API_KEY", extra_options=(*SPEC_OPTIONS, "logprobs"))  # CompletionsOptions' fields
+                               default_key_env="OPENAI_API_KEY", declared=CompletionsOptions)
     return OpenAICompletionsBackend(spec, remote)

@@ -449,7 +449,7 @@ def _rate(name: str, hits: int, n: int, meaning: str) -> Rate:
     return Rate(name, None if n == 0 else est.value, _ci(est.ci95) if n else None, hits, n, meaning)
 
 
-def judge_health(health: Health | None, runs: Sequence[RunData], judge: str | None) -> JudgeHealth:
+def health_view(health: Health | None, runs: Sequence[RunData], judge: str | None) -> JudgeHealth:
     """The scorecard's view of a benchmark's judge health (its hooks' counts, with their intervals), naming the
     judge from the suite, the evidence or the runs' judge identity."""
     rates = tuple(_rate(r.name, r.hits, r.n, r.meaning) for r in health.rates) if health else ()
@@ -660,14 +660,15 @@ def match_ratings(suite_dir: Path, row: Row, spec: Mapping[str, Any], models: Se
                             direct(g.higher, g.lower), g.ci95 is not None and not (g.ci95[0] <= 0.0 <= g.ci95[1]),
                             getattr(g, "warning", None))
                  for g in (table.gaps if table else ()))
-    ratings = Ratings(row.id, row.benchmark, name, table.n_matches if table else 0, table.bootstrap_rounds if table else 0, players,
-                      gaps, reference)
+    ratings = Ratings(row.id, row.benchmark, name, table.n_matches if table else 0,
+                      table.bootstrap_rounds if table else 0, players, gaps, reference)
     cells = []
     for model in models:
         player = player_of[model]
         run = runs.get((row.id, model))
         if player is None:
-            cells.append(Cell(row.id, model, None, None, None, "missing", absent or f"no {row.benchmark} matches for this model",
+            cells.append(Cell(row.id, model, None, None, None, "missing",
+                              absent or f"no {row.benchmark} matches for this model",
                               None if run is None else str(run.path.relative_to(suite_dir))))
             continue
         r = table.ratings[player]  # type: ignore[union-attr]
@@ -870,10 +871,10 @@ def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], c
         row_cells = [cells[(row.id, m)] for m in models]
         row_runs = [runs[(row.id, m)] for m in models if (row.id, m) in runs]
         step = (rated or {}).get(row.id)
-        if row.kind == "rating" and suite_dir is not None and step is not None:
+        if step is not None and suite_dir is not None:  # only a rating row has a step's entry
             ratings, row_cells, diffs, matches = match_ratings(suite_dir, row, step, models, runs)
-            health = judge_health(hooks_of(row.task or "").step_health(suite_dir, step, matches), row_runs,
-                                  step.get("judge") or judge)
+            health = health_view(hooks_of(row.task or "").step_health(suite_dir, step, matches), row_runs,
+                                 step.get("judge") or judge)
             standings = _standings(models, {c.model: c for c in row_cells if c.value is not None}, diffs)
             labels = dict(zip((s.entry.label for s in standings), rank_labels(standings))) if len(standings) > 1 else {}
             row_cells = [replace(c, rank=labels.get(c.model)) for c in row_cells]
@@ -881,7 +882,7 @@ def _assemble(title: str, source: str, models: Sequence[str], rows: list[Row], c
         else:
             health = hooks_of(row.task or "").judge_health([r.results for r in row_runs])
             if row.judged or (health is not None and row_runs):
-                row = replace(row, judged=True, judge=judge_health(health, row_runs, judge))
+                row = replace(row, judged=True, judge=health_view(health, row_runs, judge))
             per_sample = {m: runs[(row.id, m)].per_sample(row.metric) for m in models if (row.id, m) in runs}
             row_cells, ranking, diffs = rank_row(row, row_cells, per_sample)
             row = replace(row, ranking=ranking)

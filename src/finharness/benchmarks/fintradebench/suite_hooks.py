@@ -11,8 +11,8 @@ from .judge import rubric_copy_note
 
 class FinTradeBenchSuiteHooks(SuiteHooks):
     composites = (PairedDelta("mode", "norag", "rag", "rag_delta", "RAG Δ (RAG − No-RAG)",
-                              "RAG Δ = accuracy with retrieval − without, paired on the questions both rows scored (the "
-                              "paper reports accuracy for No-RAG and RAG and the gain); informational"),)
+                              "RAG Δ = accuracy with retrieval − without, paired on the questions both rows scored "
+                              "(the paper reports accuracy for No-RAG and RAG and the gain); informational"),)
 
     def judge_health(self, results: Sequence[Mapping[str, Any]]) -> Health | None:
         """How many verdicts are exactly the rubric's own example (results.json extra.judge_example_scores), pooled
