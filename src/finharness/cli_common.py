@@ -361,7 +361,7 @@ class LiveProgress:
     def _show(self, row_id: Any, label: str, c: Any, force: bool = False) -> None:
         if not self.enabled:
             return
-        from .suite.progress import EtaTracker, duration
+        from .eta import EtaTracker, duration
 
         now = self.clock()
         state = tuple(getattr(c, name, 0) for name in ("samples_done", "calls", "cache_hits", "failures",

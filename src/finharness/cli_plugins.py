@@ -26,10 +26,10 @@ from .plugins import BUILT_IN, COMMAND_GROUP, Plugin, PluginError, catalogue
 
 COMMANDS: dict[str, str] = {
     "batch": "finharness.backends.cli_batch:batch_app",
-    "contamination": "finharness.contamination.cli:contamination_command",
-    "data": "finharness.data.cli:data_app",
+    "contamination": "finharness.commands.contamination:contamination_command",
+    "data": "finharness.commands.data:data_app",
     "markets": "finharness.markets.cli:markets_app",
-    "plan": "finharness.stats.cli:plan_command",
+    "plan": "finharness.commands.plan:plan_command",
     "rate": "finharness.rating.cli:rate_command",
     "retrieve": "finharness.retrieval.cli:retrieve_command",
     "ui": "finharness.ui.cli:ui_app",

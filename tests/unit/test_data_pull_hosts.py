@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from finharness.benchmarks.bizbench.official import load_official
+from finharness.commands.data import data_app
 from finharness.data import registry
-from finharness.data.cli import data_app
 from finharness.data.errors import DataError
 from finharness.data.pull import pull, pull_on_first_use
 

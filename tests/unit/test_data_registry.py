@@ -17,8 +17,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from finharness.commands.data import data_app
 from finharness.data import registry
-from finharness.data.cli import data_app
 from finharness.data.errors import DataError
 from finharness.data.pull import pull
 

@@ -14,15 +14,11 @@ The command line is the top of the graph: `finharness.cli` mounts every command 
 nothing but the entry point (`python -m finharness`) imports it; what the groups share is in
 `finharness.cli_common`.
 
-Floors, bottom to top (FLOORS): leaf utilities (stats, extract, data, util, redact), core (and plugins.py, the door
-tasks and backends come through), shared services (backends, markets, retrieval, judges, rating, sandbox,
-and the package's own __init__, whose public `open_model` is a backend's), benchmarks, report and ui (and
-the suite, which runs benchmarks and draws their scorecard with report/), the command line. A module may import its own floor or one below. Two roles sit on a floor of their own
-wherever their file is: a command module (`cli.py`, `cli_*.py`: it drives its package from the command
-line and imports cli_common) is on the command-line floor, and a benchmark's report section
-(`benchmarks/NAME/report.py`: it draws with report/) is on the report floor; so a package keeps its
-commands and a benchmark its commands and section beside the code they drive, and nothing under them may
-import them.
+Floors, bottom to top (FLOORS; docs/index.md says each): leaf utilities (with cli_common, the command modules'
+toolkit), core, shared services, the benchmark machinery (declaration, registry, mc_methods, from_data), the report
+toolkit a benchmark draws its section with, the benchmarks, the report's assembly with ui, suite and api, the
+command line (with commands/). A module may import its own floor or one below. No module is put on a floor by its
+role: a benchmark's cli.py and report.py sit on the benchmarks floor and import only what is below it.
 """
 
 from __future__ import annotations
@@ -152,41 +148,38 @@ def import_cycles(edges: list[Edge]) -> list[list[str]]:
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf utilities", ("finharness.stats", "finharness.stats.*", "finharness.extract", "finharness.extract.*",
-                        "finharness.data", "finharness.data.*", "finharness.util", "finharness.redact")),
+                        "finharness.data", "finharness.data.*", "finharness.util", "finharness.redact",
+                        "finharness.eta", "finharness.cli_common")),
     ("core", ("finharness.core", "finharness.core.*", "finharness.plugins")),
     ("shared services", ("finharness", *(f"finharness.{name}{tail}" for name in
                                          ("agents", "backends", "contamination", "markets", "retrieval", "judges", "rating",
                                           "sandbox")
                                          for tail in ("", ".*")))),
-    ("benchmarks", ("finharness.benchmarks", "finharness.benchmarks.*")),
+    ("benchmark machinery", ("finharness.benchmarks", "finharness.benchmarks.from_data",
+                             "finharness.benchmarks.from_data.*", *(f"finharness.benchmarks.{name}" for name in
+                                                                   ("declaration", "registry", "mc_methods")))),
+    ("report toolkit", tuple(f"finharness.report.{name}" for name in
+                             ("markup", "svg", "runs", "sections", "pairwise", "leaderboard"))),
+    ("benchmarks", ("finharness.benchmarks.*",)),
     ("report and ui", ("finharness.report", "finharness.report.*", "finharness.ui", "finharness.ui.*",
                        "finharness.suite", "finharness.suite.*", "finharness.api")),
-    ("command line", ("finharness.cli", "finharness.__main__", "finharness.doctor")),
+    ("command line", ("finharness.cli", "finharness.cli_plugins", "finharness.__main__", "finharness.doctor",
+                      "finharness.commands", "finharness.commands.*")),
 )
-"""(floor, module patterns), bottom first; a module sits on the floor of its first matching pattern."""
-
-ROLES: tuple[tuple[str, str], ...] = (
-    ("*.cli", "command line"),
-    ("*.cli_*", "command line"),
-    ("finharness.benchmarks.*.report", "report and ui"),
-)
-"""(module pattern, floor): roles that put a module on a floor whatever package holds it; before FLOORS."""
+"""(floor, module patterns), bottom first; a module sits on the floor of its first matching pattern, wherever it
+is: no module is put on a floor by what it is (a command module, a report section) rather than by its package."""
 
 
-def floor_of(module: str, floors=FLOORS, roles=ROLES) -> int | None:
+def floor_of(module: str, floors=FLOORS) -> int | None:
     """The index in `floors` of `module`'s floor (None: no pattern matches it)."""
-    names = [name for name, _ in floors]
-    for pattern, floor in roles:
-        if fnmatchcase(module, pattern):
-            return names.index(floor)
     return next((i for i, (_, patterns) in enumerate(floors) if any(fnmatchcase(module, p) for p in patterns)), None)
 
 
-def upward_imports(edges: list[Edge], floors=FLOORS, roles=ROLES) -> list[str]:
+def upward_imports(edges: list[Edge], floors=FLOORS) -> list[str]:
     """Each import of a module on a floor above the importer's, said with both floors."""
     out = []
     for e in edges:
-        low, high = floor_of(e.source, floors, roles), floor_of(e.target, floors, roles)
+        low, high = floor_of(e.source, floors), floor_of(e.target, floors)
         if low is not None and high is not None and high > low:
             out.append(f"{e}  ({floors[low][0]} imports {floors[high][0]})")
     return out
@@ -270,13 +263,12 @@ def test_the_floor_check_finds_a_planted_upward_import(tmp_path: Path):
         "pkg/__init__.py": "",
         "pkg/low/__init__.py": "",
         "pkg/low/helpers.py": "def f():\n    from ..high.tool import run\n",   # up, inside a function
-        "pkg/low/cli.py": "from ..high import tool\n",                           # a command module: top floor
+        "pkg/low/cli.py": "from ..high import tool\n",                           # a command module: no floor of its own
         "pkg/high/__init__.py": "",
         "pkg/high/tool.py": "from ..low.helpers import f\n",                     # down: fine
-        "pkg/high/reads_commands.py": "from ..low import cli\n",                 # up to the command floor
+        "pkg/high/reads_commands.py": "from ..low import cli\n",                 # down: fine
     })
-    floors = (("low", ("pkg.low", "pkg.low.*")), ("high", ("pkg", "pkg.high", "pkg.high.*")), ("commands", ()))
-    roles = (("*.cli", "commands"),)
-    found = upward_imports(import_edges(package), floors, roles)
-    assert sorted(found) == ["pkg.high.reads_commands -> pkg.low.cli  line 1  (high imports commands)",
+    floors = (("low", ("pkg.low", "pkg.low.*")), ("high", ("pkg", "pkg.high", "pkg.high.*")))
+    found = upward_imports(import_edges(package), floors)
+    assert sorted(found) == ["pkg.low.cli -> pkg.high.tool  line 1  (low imports high)",
                              "pkg.low.helpers -> pkg.high.tool  line 2 (inside a function)  (low imports high)"]

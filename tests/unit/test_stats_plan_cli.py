@@ -1,4 +1,4 @@
-"""`finharness plan` (stats/cli.py plan_command): the spread read from stored runs, a matches file or flags."""
+"""`finharness plan` (commands/plan.py plan_command): the spread read from stored runs, a matches file or flags."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import typer
 from typer.testing import CliRunner
 
 from finharness.benchmarks.cfinbench.scoring import item_weights
+from finharness.commands.plan import TIE_SHARE, plan_command
 from finharness.data.io import write_jsonl
 from finharness.rating.matches import Match, write_matches
-from finharness.stats.cli import TIE_SHARE, plan_command
 from finharness.stats.power import (
     binary_difference_sd,
     difference_sd,

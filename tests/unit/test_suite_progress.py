@@ -8,7 +8,8 @@ import io
 from types import SimpleNamespace
 
 from finharness.cli_common import LiveProgress
-from finharness.suite.progress import EtaTracker, SuiteProgress, duration
+from finharness.eta import EtaTracker, duration
+from finharness.suite.progress import SuiteProgress
 
 
 class Clock:

@@ -16,7 +16,7 @@ genre and one length.
   on which each probe is measured again.
 
 Reading the PDFs needs the benchmark's reader, so the seen side's page texts are passed in (`read_pages`): the
-command line (contamination/cli.py) gives it benchmarks.financebench.filings.read_pages.
+command line (commands/contamination.py) gives it benchmarks.financebench.filings.read_pages.
 """
 
 from __future__ import annotations

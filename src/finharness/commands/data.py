@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from ..cli_common import fail
+from ..data.registry import resolve_data_dir
 from ..util import output_console
-from .registry import resolve_data_dir
 
 data_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                        help="Benchmark data: official sources, checksums, licences; pull into the data dir.")
@@ -30,7 +30,7 @@ def list_command(
     checksums: bool = typer.Option(False, "--verify", help="Check every sha256 too (slower), not only sizes."),
 ) -> None:
     """Every known dataset: files, size, licence, and whether it is in the data dir."""
-    from .registry import human_size, load_registry, resolved, verify
+    from ..data.registry import human_size, load_registry, resolved, verify
 
     root = resolve_data_dir(data_dir)
     rows = []
@@ -88,8 +88,8 @@ def pull_command(
     With --suite: what that suite needs and the data root lacks, one line per dataset; what can never be pulled
     (no public copy, files only a mirror holds) is named too. Every host is asked once whether it can be reached,
     so offline the pull stops at once, one line per dataset."""
-    from .errors import DataError
-    from .pull import pull
+    from ..data.errors import DataError
+    from ..data.pull import pull
 
     if not names and suite is None:
         fail("give dataset NAME(s) or --suite SUITE (`finharness data list` shows the datasets)")

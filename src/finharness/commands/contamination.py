@@ -24,12 +24,12 @@ from typing import Any, Optional
 import typer
 
 from ..cli_common import fail, parse_options, resolve_store
-from .evidence import MAX_TOKENS, ItemEvidence, default_probes, probe_items
-from .items import ItemText
-from .probes import LL_PROBES, PROBE_NAMES
-from .run import contamination_record, probe_samples, reference_for, write_record
-from .validation import EVIDENCE, ProbeValidation, model_key, record, user_file, validate_probe
-from .windows import latest_year
+from ..contamination.evidence import MAX_TOKENS, ItemEvidence, default_probes, probe_items
+from ..contamination.items import ItemText
+from ..contamination.probes import LL_PROBES, PROBE_NAMES
+from ..contamination.run import contamination_record, probe_samples, reference_for, write_record
+from ..contamination.validation import EVIDENCE, ProbeValidation, model_key, record, user_file, validate_probe
+from ..contamination.windows import latest_year
 
 
 def _open(spec: str, store: Path, role: str, concurrency: int | None) -> Any:
@@ -237,8 +237,8 @@ def validation_table(model: str, windows_: list[Any], evidence: list[ItemEvidenc
                      ) -> dict[str, ProbeValidation]:
     """Each probe's ProbeValidation on all windows, its controls beside it (year-free windows, the technology
     sector only, and the blind baselines: the latest year a window names, its compressibility)."""
+    from ..contamination.probes import zlib_bytes
     from ..stats.auc import auc_ci
-    from .probes import zlib_bytes
 
     by_id = {w.id: w for w in windows_}
     seen = {w.id for w in windows_ if w.seen}
@@ -274,7 +274,7 @@ def validation_table(model: str, windows_: list[Any], evidence: list[ItemEvidenc
 def _validate(model: str, reference: str | None, root: Path, out: Path, store_path: Path, per_side: int,
               tokens: int, guided: int, path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
     from ..benchmarks.financebench.filings import read_pages
-    from .split import build_split, release_of
+    from ..contamination.split import build_split, release_of
 
     handle = _open(model, store_path, "model", concurrency)
     reference_handle = _open(reference, store_path, "reference", concurrency) if reference else None
@@ -348,10 +348,10 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
                       path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
     """The log-likelihood probes on TASK's published multiple-choice items against the same items with their
     options rotated (contamination/reorder.py), kept beside the model's filings validation."""
-    from .items import item_text
-    from .reorder import SPLIT, option_pairs, paired_validation
-    from .split import release_of
-    from .validation import record_split
+    from ..contamination.items import item_text
+    from ..contamination.reorder import SPLIT, option_pairs, paired_validation
+    from ..contamination.split import release_of
+    from ..contamination.validation import record_split
 
     pairs = option_pairs([item_text(s, task) for s in samples], per_side)
     if not pairs:

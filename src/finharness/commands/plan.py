@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 
 from ..cli_common import fail
-from .power import (
+from ..stats.power import (
     ALPHA,
     DEFAULT_CORRELATION,
     POWER,
