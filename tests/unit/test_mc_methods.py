@@ -16,16 +16,19 @@ from finharness.benchmarks.mc_methods import (
     answer_offset,
     methods_to_run,
     read_letters,
+    solve_choice,
     supported_methods,
 )
 from finharness.core.backend import Capabilities
 from finharness.core.runner import RunOptions, run_task
 from finharness.core.store import RunStore
 from finharness.core.types import (
+    GenerateParams,
     GenerateRequest,
     GenerateResponse,
     LoglikelihoodRequest,
     LoglikelihoodResponse,
+    Message,
     TokenLogprob,
 )
 from finharness.rating.compare import cohen_kappa
@@ -312,3 +315,42 @@ def test_report_shows_the_agreement_matrix_and_per_method_scores(tmp_path):
     assert "letters ~ gen" in html and "Per-method scores" in html
     plain = run_demo(tmp_path, FakeBackend(), "gen")
     assert plain.results["metrics"] and "agreement" not in "".join(plain.results["metrics"])
+
+
+class _RecordingModel:
+    """Just enough of a model handle for solve_choice: what it was asked, in order."""
+
+    capabilities = Capabilities(loglikelihood=True)
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def note(self, *_args):
+        pass
+
+    async def chat(self, messages, params):
+        self.asked.append(f"chat:{messages[-1].content}")
+        return type("Reply", (), {"text": "B", "logprobs": None})()
+
+
+def test_solve_choice_dispatches_each_method_and_builds_the_prompt_only_when_sent():
+    model = _RecordingModel()
+    built: list[str] = []
+
+    def messages():
+        built.append("prompt")
+        return (Message("user", "Q?"),)
+
+    async def loglikelihood():
+        model.asked.append("ll")
+        return {"choice": "A", "rule": "loglikelihood"}
+
+    def solve(method):
+        return asyncio.run(solve_choice(method, model, messages=messages, params=GenerateParams(max_tokens=4),
+                                        letters="AB", loglikelihood=loglikelihood))
+
+    assert solve("ll") == {"choice": "A", "rule": "loglikelihood"} and built == [] and model.asked == ["ll"]
+    assert solve("gen") == "B" and built == ["prompt"] and model.asked[-1] == "chat:Q?"
+    both = solve("all")
+    assert list(both["methods"]) == ["ll", "gen"] and both["methods"]["gen"] == "B"
+    assert model.asked[-2:] == ["ll", "chat:Q?"]

@@ -176,6 +176,22 @@ async def solve_methods(method: str, model: Any, solve_one: Callable[[str], Awai
     return {"method": method, "methods": predictions}
 
 
+async def solve_choice(method: str, model: Any, *, messages: Callable[[], Sequence[Message]], params: GenerateParams,
+                       letters: Sequence[str], loglikelihood: Callable[[], Awaitable[Any]]) -> Any:
+    """Solve a multiple-choice item by `method` (one or several, solve_methods): `gen` the reply's text, `letters` the
+    option letters' distribution after the same prompt, `ll` the task's own log-likelihood prediction. `messages` is
+    called only by the methods that send it (a task may cut its prompt to the model's window)."""
+
+    async def solve_one(m: str) -> Any:
+        if m == "ll":
+            return await loglikelihood()
+        if m == "letters":
+            return await ask_letters(model, messages(), params, letters)
+        return (await model.chat(tuple(messages()), params)).text
+
+    return await solve_methods(method, model, solve_one)
+
+
 def headline_method(methods: Sequence[str]) -> str:
     """The first of ll / letters / gen that ran."""
     return min(methods, key=lambda m: METHODS.index(m) if m in METHODS else len(METHODS))

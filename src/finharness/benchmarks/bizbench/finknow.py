@@ -49,12 +49,11 @@ from ..mc_methods import (
     METHOD_CHOICES,
     METHOD_DIRECTIONS,
     NO_POSITION,
-    ask_letters,
     is_multi,
     is_multi_method,
     ll_choice,
     score_methods,
-    solve_methods,
+    solve_choice,
     summarise_methods,
 )
 from .prompts import (
@@ -244,15 +243,9 @@ class FinKnowTask(Task):
     async def solve(self, sample: Sample, models: Models) -> Any:
         model = models.model
 
-        async def solve_one(method: str) -> Any:
-            if method == "gen":
-                return (await model.chat(self.messages(sample), self.generate_params)).text
-            if method == "letters":
-                return await ask_letters(model, self.messages(sample), self.generate_params,
-                                         LETTERS[: len(sample.input["options"])])
-            return await self._solve_ll(sample, models)
-
-        return await solve_methods(self.settings.method, model, solve_one)
+        return await solve_choice(self.settings.method, model, messages=lambda: self.messages(sample),
+                                  params=self.generate_params, letters=LETTERS[: len(sample.input["options"])],
+                                  loglikelihood=lambda: self._solve_ll(sample, models))
 
     async def _solve_ll(self, sample: Sample, models: Models) -> dict[str, Any]:
         continuations = self.continuations(sample)

@@ -55,12 +55,11 @@ from ...util import natural_key
 from ..mc_methods import (
     METHOD_CHOICES,
     METHOD_DIRECTIONS,
-    ask_letters,
     is_multi,
     is_multi_method,
     ll_choice,
     score_methods,
-    solve_methods,
+    solve_choice,
     summarise_methods,
 )
 from .categories import QUESTION_TYPES, Category, load_category_names, resolve_category
@@ -385,16 +384,11 @@ class CFinBenchTask(Task):
     async def solve(self, sample: Sample, models: Models) -> Any:
         model = models.model
 
-        async def solve_one(method: str) -> Any:
-            if method == "ll":
-                return await self._solve_ll(sample, model, self._truncate(self.ll_prompt(sample), model))
-            messages = (Message("user", self._truncate(self.gen_prompt(sample), model)),)
-            if method == "letters":
-                return await ask_letters(model, messages, self.generate_params,
-                                         sorted(parse_options(sample.input["options"])))
-            return (await model.chat(messages, self.generate_params)).text
-
-        return await solve_methods(self.settings.method, model, solve_one)
+        return await solve_choice(
+            self.settings.method, model,
+            messages=lambda: (Message("user", self._truncate(self.gen_prompt(sample), model)),),
+            params=self.generate_params, letters=sorted(parse_options(sample.input["options"])),
+            loglikelihood=lambda: self._solve_ll(sample, model, self._truncate(self.ll_prompt(sample), model)))
 
     async def _solve_ll(self, sample: Sample, model: Any, prompt: str) -> dict[str, Any]:
         letters = sorted(parse_options(sample.input["options"]))

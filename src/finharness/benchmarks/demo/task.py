@@ -21,12 +21,11 @@ from ...extract.choices import UNPARSEABLE, extract_choice
 from ..mc_methods import (
     METHOD_CHOICES,
     METHOD_DIRECTIONS,
-    ask_letters,
     is_multi,
     is_multi_method,
     ll_choice,
     score_methods,
-    solve_methods,
+    solve_choice,
     summarise_methods,
 )
 
@@ -106,15 +105,13 @@ class DemoTask(Task):
         model = models.model
         params = GenerateParams(max_tokens=self.max_tokens)
 
-        async def solve_one(method: str) -> Any:
-            if method == "gen":
-                return (await model.chat(self.messages(sample), params)).text
-            letters = self.letters(sample)
-            if method == "letters":
-                return await ask_letters(model, self.messages(sample), params, letters)
+        letters = self.letters(sample)
+
+        async def loglikelihood() -> Any:
             return ll_choice(letters, (await model.loglikelihood(self.ll_request(sample))).logprobs)
 
-        return await solve_methods(self.method, model, solve_one)
+        return await solve_choice(self.method, model, messages=lambda: self.messages(sample), params=params,
+                                  letters=letters, loglikelihood=loglikelihood)
 
     def score(self, sample: Sample, prediction: Any) -> Score:
         if is_multi(prediction):

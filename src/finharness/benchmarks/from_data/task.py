@@ -39,7 +39,7 @@ from ...extract import UNPARSEABLE
 from ...extract.choices import extract_choice
 from ...extract.numbers import find_numbers, match_number, parse_number, read_robust
 from ...stats.ci import weighted_mean_ci
-from ..mc_methods import METHOD_DIRECTIONS, ask_letters, is_multi, ll_choice, score_methods, solve_methods
+from ..mc_methods import METHOD_DIRECTIONS, is_multi, ll_choice, score_methods, solve_choice
 from .spec import TaskFile
 
 LETTERS = string.ascii_uppercase
@@ -273,14 +273,11 @@ class DataTask(Task):
         if kind == "multiple_choice":
             letters = list(LETTERS[:len(sample.input["options"])])
 
-            async def solve_one(method: str) -> Any:
-                if method == "gen":
-                    return (await model.chat(self.messages(sample), params)).text
-                if method == "letters":
-                    return await ask_letters(model, self.messages(sample), params, letters)
+            async def loglikelihood() -> Any:
                 return ll_choice(letters, (await model.loglikelihood(self.ll_request(sample))).logprobs)
 
-            return await solve_methods(self.method, model, solve_one)
+            return await solve_choice(self.method, model, messages=lambda: self.messages(sample), params=params,
+                                      letters=letters, loglikelihood=loglikelihood)
         reply = (await model.chat(self.messages(sample), params)).text
         if kind == "code":
             return {"reply": reply, "run": await asyncio.to_thread(self._run_program, reply)}
