@@ -294,3 +294,35 @@ def test_a_declared_benchmarks_composites_notes_and_judge_health_reach_the_score
     delta = card.cell("acme_bench_hint_delta", models[1])
     assert delta.value == pytest.approx(1 / 3) and delta.n == 3
     assert rows["acme_bench_hint_delta"].label == "Acme Bench hint Δ (hinted − plain)"
+
+
+def test_an_installed_benchmarks_sources_register_its_datasets(tmp_path, monkeypatch):
+    """A sources.json beside an installed benchmark's declaration puts its datasets in the registry: listed, got by
+    name and verified like a built-in's."""
+    import hashlib
+    import json
+
+    from finharness.data import registry
+
+    dist = tmp_path / "dist"
+    fake_distribution(dist, "acme-declared", "1.0",
+                      {"finharness.benchmarks": {"acme": "acme_declared:BENCHMARK"}}, {"acme_declared": ACME_DECLARED})
+    exam = b'{"q": "2+2?", "a": "4"}\n'
+    (dist / "sources.json").write_text(json.dumps({"schema": 1, "datasets": [{
+        "name": "acme-exam", "description": "Acme's private exam.", "available_here": True, "repository": None,
+        "commit": None, "licence": "internal", "layout": "exam.jsonl: {q, a}", "local_dir": "acme/",
+        "homepage": None, "notes": [], "files": [{"path": "exam.jsonl", "size": len(exam),
+                                                  "sha256": hashlib.sha256(exam).hexdigest(), "upstream_path": None,
+                                                  "url": None}]}]}), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(dist))
+    registry.load_registry.cache_clear()
+    try:
+        assert ("entry point 'acme'", dist / "sources.json") in registry.source_files()
+        assert registry.get("acme-exam").licence == "internal" and "ucfe" in registry.names()
+        (tmp_path / "data" / "acme").mkdir(parents=True)
+        (tmp_path / "data" / "acme" / "exam.jsonl").write_bytes(exam)
+        assert registry.verify("acme-exam", tmp_path / "data").status == "present"
+        listed = invoke("data", "list")
+        assert listed.exit_code == 0 and "acme-exam" in listed.output
+    finally:
+        registry.load_registry.cache_clear()

@@ -118,9 +118,38 @@ def test_unknown_name_lists_known_names():
         assert name in str(info.value)
 
 
-def test_registry_file_stays_small():
-    size = (REPO / "src/finharness/data/sources.json").stat().st_size
-    assert size < 300_000
+def test_registry_files_stay_small_and_each_dataset_has_one_home():
+    files = registry.source_files()
+    assert [origin.rsplit(".", 1)[-1] for origin, _ in files] == [
+        "bizbench", "cfinbench", "financebench", "fintradebench", "ucfe"]  # the built-ins that bring data
+    assert sum(path.stat().st_size for _, path in files) < 300_000
+    homes = {d.name: [o for o, path in files if d in registry.parse_registry(path.read_text(encoding="utf-8"))]
+             for d in registry.load_registry()}
+    assert all(len(h) == 1 for h in homes.values())
+
+
+def test_each_benchmark_declares_the_datasets_its_folder_registers():
+    from finharness.benchmarks.declaration import built_in
+
+    declared = {b.name: set(b.datasets) for b in built_in()}
+    for origin, path in registry.source_files():
+        owner = origin.rsplit(".", 1)[-1]
+        assert {d.name for d in registry.parse_registry(path.read_text(encoding="utf-8"))} <= declared[owner]
+    assert set().union(*declared.values()) <= set(registry.names())  # every declared name is registered somewhere
+
+
+def test_a_dataset_registered_twice_names_both_files(monkeypatch, tmp_path):
+    text = (REPO / "src/finharness/benchmarks/ucfe/sources.json").read_text(encoding="utf-8")
+    (tmp_path / "a.json").write_text(text, encoding="utf-8")
+    (tmp_path / "b.json").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(registry, "source_files", lambda: [("a", tmp_path / "a.json"), ("b", tmp_path / "b.json")])
+    registry.load_registry.cache_clear()
+    try:
+        with pytest.raises(DataError) as info:
+            registry.load_registry()
+    finally:
+        registry.load_registry.cache_clear()
+    assert "registered twice" in str(info.value) and "a.json" in str(info.value) and "b.json" in str(info.value)
 
 
 # --- the registry is true to the real data ---------------------------------------------------------------
@@ -133,15 +162,18 @@ def test_every_registered_file_matches_the_shared_copy(shared_data, name):
 
 
 def test_generator_reproduces_the_packaged_registry(shared_data, monkeypatch):
-    """tools/make_sources.py run on the shared copy gives exactly the sources.json in the package."""
+    """tools/make_sources.py run on the shared copy gives exactly each benchmark's sources.json, and --check says so."""
     spec = importlib.util.spec_from_file_location("make_sources", REPO / "tools" / "make_sources.py")
     make_sources = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "make_sources", make_sources)  # dataclasses look their module up
+    monkeypatch.setitem(sys.modules, "make_sources", make_sources)
     spec.loader.exec_module(make_sources)
-    document, unclaimed = make_sources.build(shared_data)
+    documents, unclaimed = make_sources.build(shared_data)
     assert unclaimed == []
-    packaged = (REPO / "src/finharness/data/sources.json").read_text(encoding="utf-8")
-    assert make_sources.render(document) == packaged
+    assert len(documents) == 5
+    for package, document in documents.items():
+        packaged = make_sources.entries_path(package).read_text(encoding="utf-8")
+        assert make_sources.render(document) == packaged, package
+    assert make_sources.main([str(shared_data), "--check"]) == 0
 
 
 def test_verify_reports_missing_partial_and_modified(shared_data, tmp_path):
