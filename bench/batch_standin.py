@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from finharness.core.store import RunStore  # noqa: E402
-from finharness.suite.spec import SUITES_DIR  # noqa: E402
+from finharness.suite.spec import bundled_suite_toml  # noqa: E402
 from tests.e2e.stand_ins import server_answer  # noqa: E402
 from tests.servers.batch_server import batch_server  # noqa: E402
 
@@ -46,7 +46,7 @@ def calls_of(store: Path) -> dict[str, dict]:
 
 
 def available_quick(folder: Path) -> Path:
-    text = (SUITES_DIR / "quick.toml").read_text(encoding="utf-8")
+    text = bundled_suite_toml("quick")
     head, *rows = text.split("[[task]]")
     kept = [r for r in rows if not re.search(r'id = "bizbench_(fincode|codefinqa|convfinqa-e)"', r)]
     path = folder / "quick-here.toml"

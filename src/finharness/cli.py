@@ -558,6 +558,8 @@ def suite_cmd(
     batch: bool = BATCH_OPTION,
     contamination: bool = typer.Option(False, "--contamination", help="Also probe every row's items for membership "
                                        "evidence, as the suite file's `contamination = true` (docs/contamination.md)."),
+    as_toml: bool = typer.Option(False, "--toml", help="Print the bundled suite as one suite file of your own (its "
+                                 "rows from every benchmark's declaration), a copy to edit, and exit."),
 ) -> None:
     """Run a suite of tasks for one or more models and write one scorecard.
 
@@ -568,8 +570,14 @@ def suite_cmd(
     from .core.model import PromptBudget
     from .core.runner import RunOptions
     from .suite.run import prepare_rows, run_suite
-    from .suite.spec import SuiteError, load_suite
+    from .suite.spec import SuiteError, bundled_suite_toml, load_suite
 
+    if as_toml:
+        try:
+            typer.echo(bundled_suite_toml(suite_name), nl=False)
+        except SuiteError as err:
+            fail(str(err))
+        return
     if no_pull:
         import os
 

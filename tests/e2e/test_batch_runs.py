@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from finharness.core.store import RunStore
-from finharness.suite.spec import SUITES_DIR
+from finharness.suite.spec import bundled_suite_toml
 from tests.e2e.stand_ins import server_answer
 from tests.servers.batch_server import batch_server
 
@@ -107,7 +107,7 @@ def test_kill_9_at_three_moments_of_a_batch_sends_no_call_twice_and_loses_none(t
 
 def available_quick(tmp_path: Path) -> Path:
     """The quick suite without the rows whose data the shared copy lacks (BizBench's Hub files)."""
-    text = (SUITES_DIR / "quick.toml").read_text(encoding="utf-8")
+    text = bundled_suite_toml("quick")
     head, *rows = text.split("[[task]]")
     kept = [r for r in rows if not re.search(r'id = "bizbench_(fincode|codefinqa|convfinqa-e)"', r)]
     path = tmp_path / "quick-here.toml"

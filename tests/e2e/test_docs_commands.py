@@ -47,7 +47,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from finharness.suite.spec import SUITES_DIR, bundled
+from finharness.suite.spec import bundled, bundled_suite_toml
 
 from ..conftest import REPO
 from .conftest import DOCS_SUMMARY
@@ -220,7 +220,7 @@ def free_port() -> int:
 
 def tiny_suite(name: str, folder: Path) -> Path:
     """A copy of bundled suite `name` (same name, rows, options) whose rows take 1 item each."""
-    raw = tomllib.loads((SUITES_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+    raw = tomllib.loads(bundled_suite_toml(name))
     for row in raw["task"]:
         options = dict(row.get("options", {}))
         if "per_category" in options or row.get("task") == "fintradebench":

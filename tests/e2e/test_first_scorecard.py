@@ -28,7 +28,6 @@ from finharness.cli import app
 from finharness.core.types import DEFAULT_THINKING_TOKENS
 from finharness.report.runs import RunData, run_flags
 from finharness.suite.scorecard import Row, _paired_mean_difference
-from finharness.suite.spec import SUITES_DIR
 from tests.servers.provider_stubs import provider_server
 
 DEMO_ITEMS, DEMO_MAX_TOKENS = 12, 64
@@ -50,8 +49,7 @@ def test_a_bundled_suite_name_wins_over_a_folder_of_that_name(tmp_path: Path):
     assert json.loads(plan.stdout)["dry_run"] == "suite quick"
     explicit = cli("suite", "./quick", "--model", "fake", "--dry-run", cwd=tmp_path)
     assert explicit.exit_code == 2 and "quick: no such suite file (a folder)" in explicit.output
-    (tmp_path / "mine.toml").write_text((SUITES_DIR / "quick.toml").read_text(encoding="utf-8").replace(
-        'name = "quick"', 'name = "mine"'), encoding="utf-8")
+    (tmp_path / "mine.toml").write_text('name = "mine"\n\n[[task]]\ntask = "demo"\n', encoding="utf-8")
     own = cli("suite", "mine.toml", "--model", "fake", *roles, "--dry-run", "--json", "--data-dir",
               str(tmp_path / "none"), cwd=tmp_path)
     assert json.loads(own.stdout)["dry_run"] == "suite mine"

@@ -326,3 +326,40 @@ def test_an_installed_benchmarks_sources_register_its_datasets(tmp_path, monkeyp
         assert listed.exit_code == 0 and "acme-exam" in listed.output
     finally:
         registry.load_registry.cache_clear()
+
+
+def test_an_installed_benchmarks_rows_join_the_bundled_suites(tmp_path, monkeypatch):
+    """A declaration's suite_rows file adds its `[[quick]]` rows to the bundled quick suite (after the built-ins',
+    under its display name); a bad row is an error naming that file and the row."""
+    from finharness.suite.spec import SuiteError, load_suite
+
+    dist = tmp_path / "dist"
+    init = (ACME_DECLARED.replace("acme_declared:", "acme_pkg:")
+            .replace('report_section="acme_pkg:SECTION")', 'report_section="acme_pkg:SECTION", '
+                                                           'suite_rows="acme_pkg:suites.toml")'))
+    fake_distribution(dist, "acme-pkg", "1.0", {"finharness.benchmarks": {"acme": "acme_pkg:BENCHMARK"}},
+                      {"acme_pkg/__init__": init})
+    rows = dist / "acme_pkg" / "suites.toml"
+    rows.write_text('[[quick]]\nid = "acme"\ntask = "acme"\nlabel = "Acme exam"\nsample = 2\n', encoding="utf-8")
+    built_in_quick = [t.id for t in load_suite("quick").tasks]
+    monkeypatch.syspath_prepend(str(dist))
+    quick = load_suite("quick")
+    assert [t.id for t in quick.tasks] == built_in_quick + ["acme"]
+    assert (quick.tasks[-1].benchmark, quick.tasks[-1].label, quick.tasks[-1].sample) == ("Acme Bench", "Acme exam", 2)
+    assert "acme" not in [t.id for t in load_suite("standard").tasks]
+    rows.write_text('[[quick]]\nid = "acme"\ntask = "acme"\nsampel = 2\n', encoding="utf-8")
+    with pytest.raises(SuiteError) as info:
+        load_suite("quick")
+    assert str(rows) in str(info.value) and "[[quick]] number 1" in str(info.value) and "sampel" in str(info.value)
+
+
+def test_a_bundled_suite_written_out_reads_back_as_the_same_rows(tmp_path):
+    """`finharness suite NAME --toml`: the declared rows as one file of the user's own, every row as it was."""
+    from finharness.suite.spec import load_suite
+
+    for name in ("quick", "standard", "full"):
+        printed = invoke("suite", name, "--toml")
+        assert printed.exit_code == 0 and printed.output.count("[[task]]") == len(load_suite(name).tasks)
+        (tmp_path / f"{name}.toml").write_text(printed.output, encoding="utf-8")
+        assert load_suite(str(tmp_path / f"{name}.toml")).tasks == load_suite(name).tasks
+    assert invoke("suite", str(tmp_path / "quick.toml"), "--toml").exit_code == 2  # not a bundled one

@@ -10,6 +10,7 @@ declarations is imported to list them: a declaration names `module:attr` targets
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -48,9 +49,23 @@ class Benchmark:
     datasets: tuple[str, ...] = ()
     """The registry's datasets its tasks read (`finharness data list` names them)."""
 
+    suite_rows: str | None = None
+    """`package:file` of a TOML file whose `[[quick]]`, `[[standard]]`, `[[full]]` tables are the rows it adds to
+    that bundled suite (a suite file's [[task]] keys; `benchmark` defaults to `display`); None: it adds none."""
+
     hooks: str | None = None
     """`module:attr` of its SuiteHooks (what the suite does for it beyond running its rows: a step after them, the
     data that step reads, item weights for planning); None: the defaults, which add nothing."""
+
+    def suite_rows_path(self) -> Path:
+        """The file `suite_rows` names (a ValueError when it names none or its package cannot be found)."""
+        package, sep, file = (self.suite_rows or "").partition(":")
+        if not sep or not file:
+            raise ValueError(f"suite_rows must be 'package:file', not {self.suite_rows!r}")
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"no package {package!r}")
+        return Path(next(iter(spec.submodule_search_locations))) / file
 
     def load_hooks(self) -> "SuiteHooks":
         """The hooks object (the defaults when the benchmark declares none)."""

@@ -19,8 +19,8 @@
 
 A top-level `contamination = true` also probes every row's items for membership evidence (docs/contamination.md).
 
-Three suites ship with the package (`quick`, `standard`, `full`, in suite/suites/); any other path is a suite of
-the user's own. A suite that cannot be read is an error naming the file and what is wrong (unknown keys with the
+Three suites ship with the package (`quick`, `standard`, `full`, in suite/suites/: each file its name, description
+and seed, its rows from the benchmarks' declarations, `declared_rows`); any other path is a suite of the user's own. A suite that cannot be read is an error naming the file and what is wrong (unknown keys with the
 closest known one, a task that does not exist, options the task does not take).
 """
 
@@ -190,14 +190,15 @@ def _batch(path: Path, raw: Any) -> bool | tuple[str, ...]:
     raise SuiteError(f"{path}: batch must be true, false or a list of model specs or names, not {raw!r}")
 
 
-def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
-    where = f"{path}: [[task]] number {index + 1}"
+def _task(path: Path, index: int, raw: Any, seen: set[str], table: str = "task",
+          benchmark: str | None = None) -> SuiteTask:
+    where = f"{path}: [[{table}]] number {index + 1}"
     if not isinstance(raw, dict):
         raise SuiteError(f"{where}: must be a table")
     _unknown(where, raw, TASK_KEYS)
     if not isinstance(raw.get("task"), str) or not raw["task"]:
         raise SuiteError(f"{where}: needs task = \"NAME\" (a task spec, see `finharness list`)")
-    where = f"{path}: [[task]] {raw.get('id', raw['task'])!r}"
+    where = f"{path}: [[{table}]] {raw.get('id', raw['task'])!r}"
     for key in ("id", "benchmark", "label", "fallback_label", "paper"):
         _expect(where, key, raw.get(key), str, "text")
     for key in ("options", "fallback"):
@@ -212,10 +213,73 @@ def _task(path: Path, index: int, raw: Any, seen: set[str]) -> SuiteTask:
         raise SuiteError(f"{where}: id {row_id!r} is used twice; give each row an id of its own")
     seen.add(row_id)
     label = raw.get("label") or row_id
-    return SuiteTask(id=row_id, benchmark=raw.get("benchmark") or label, task=raw["task"], label=label,
+    return SuiteTask(id=row_id, benchmark=raw.get("benchmark") or benchmark or label, task=raw["task"], label=label,
                      options=dict(raw.get("options") or {}), limit=raw.get("limit"), sample=raw.get("sample"),
                      fallback=raw.get("fallback"), fallback_label=raw.get("fallback_label"), paper=raw.get("paper"),
                      min_context=raw.get("min_context"))
+
+
+def declared_rows(suite: str, seen: set[str]) -> tuple[SuiteTask, ...]:
+    """The rows every benchmark's declaration adds to the bundled suite `suite` (its suite_rows file's `[[suite]]`
+    tables), benchmark by benchmark: built-in ones in their order, then installed ones."""
+    from ..benchmarks.declaration import every_benchmark
+
+    out: list[SuiteTask] = []
+    for benchmark in every_benchmark():
+        if benchmark.suite_rows is None:
+            continue
+        try:
+            path = benchmark.suite_rows_path()
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise SuiteError(f"{path}: not valid TOML: {err}") from None
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            raise SuiteError(f"benchmark {benchmark.name}: its suite_rows {benchmark.suite_rows} cannot be read: "
+                             f"{err}") from None
+        rows = raw.get(suite, [])
+        if not isinstance(rows, list):
+            raise SuiteError(f"{path}: [[{suite}]] must be tables")
+        out += [_task(path, i, row, seen, table=suite, benchmark=benchmark.display) for i, row in enumerate(rows)]
+    return tuple(out)
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML literal of a suite row's value (text, numbers, booleans, lists and inline tables of them)."""
+    import json
+    import re
+
+    if isinstance(value, Mapping):
+        keys = (k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k) for k in value)
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in zip(keys, value.values())) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def bundled_suite_toml(name: str) -> str:
+    """Bundled suite `name` as one suite file of the user's own (its rows from the declarations written out as
+    [[task]] tables with their benchmark): a copy to edit (`finharness suite NAME --toml > mine.toml`)."""
+    suite = load_suite(name)
+    if suite.path.parent != SUITES_DIR:
+        raise SuiteError(f"{name}: not a bundled suite; the suites that ship: {', '.join(bundled())}")
+    head = [f"name = {_toml_value(suite.name)}", f"description = {_toml_value(suite.description)}",
+            f"seed = {suite.seed}"]
+    if suite.contamination:
+        head.append("contamination = true")
+    if suite.batch:
+        head.append(f"batch = {_toml_value(suite.batch)}")
+    rows = []
+    for row in suite.tasks:
+        fields = {"id": row.id, "benchmark": row.benchmark, "task": row.task, "label": row.label,
+                  "options": dict(row.options) or None, "limit": row.limit, "sample": row.sample,
+                  "fallback": row.fallback, "fallback_label": row.fallback_label, "paper": row.paper,
+                  "min_context": row.min_context}
+        rows.append("[[task]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in fields.items() if v is not None))
+    return "\n".join(head) + "\n\n" + "\n".join(rows)
 
 
 def load_suite(name_or_path: str) -> Suite:
@@ -228,11 +292,15 @@ def load_suite(name_or_path: str) -> Suite:
     except (OSError, UnicodeDecodeError) as err:
         raise SuiteError(f"{path}: cannot be read: {err}") from None
     _unknown(str(path), raw, SUITE_KEYS)
-    rows = raw.get("task")
-    if not isinstance(rows, list) or not rows:
-        raise SuiteError(f"{path}: a suite needs at least one [[task]]")
+    rows = raw.get("task", [])
+    if not isinstance(rows, list):
+        raise SuiteError(f"{path}: [[task]] must be tables")
     seen: set[str] = set()
     tasks = tuple(_task(path, i, row, seen) for i, row in enumerate(rows))
+    if path.parent == SUITES_DIR:
+        tasks += declared_rows(path.stem, seen)
+    if not tasks:
+        raise SuiteError(f"{path}: a suite needs at least one [[task]]")
     seed = _expect(str(path), "seed", raw.get("seed", 0), int, "a whole number")
     contamination = _expect(str(path), "contamination", raw.get("contamination", False), bool, "true or false")
     return Suite(name=str(raw.get("name") or path.stem), path=path, tasks=tasks,

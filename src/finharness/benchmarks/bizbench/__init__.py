@@ -35,7 +35,7 @@ _EXPORTS = {
 __getattr__, __all__ = lazy_exports(__name__, _EXPORTS)
 
 BENCHMARK = Benchmark(
-    name="bizbench", display="BizBench",
+    name="bizbench", suite_rows="finharness.benchmarks.bizbench:suites.toml", display="BizBench",
     tasks={"bizbench/codetatqa": "finharness.benchmarks.bizbench.task:CodeTatqaTask",
            "bizbench/tatqa-e": "finharness.benchmarks.bizbench.task:TatqaETask",
            "bizbench/secnum": "finharness.benchmarks.bizbench.task:SecNumTask",

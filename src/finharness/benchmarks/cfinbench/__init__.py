@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..declaration import Benchmark
 
 BENCHMARK = Benchmark(
-    name="cfinbench", display="CFinBench", tasks={"cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask"},
+    name="cfinbench", suite_rows="finharness.benchmarks.cfinbench:suites.toml", display="CFinBench", tasks={"cfinbench": "finharness.benchmarks.cfinbench.task:CFinBenchTask"},
     commands={"data.convert.ideafinbench": "finharness.benchmarks.cfinbench.cli:ideafinbench_command"},
     report_section="finharness.benchmarks.cfinbench.report:SECTION",
     datasets=("cfinbench", "cfinbench-categories", "cfinbench-release", "ideafinbench"),

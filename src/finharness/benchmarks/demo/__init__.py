@@ -4,4 +4,4 @@ from __future__ import annotations
 
 from ..declaration import Benchmark
 
-BENCHMARK = Benchmark(name="demo", display="demo", tasks={"demo": "finharness.benchmarks.demo.task:DemoTask"})
+BENCHMARK = Benchmark(name="demo", suite_rows="finharness.benchmarks.demo:suites.toml", display="demo", tasks={"demo": "finharness.benchmarks.demo.task:DemoTask"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..declaration import Benchmark
 
 BENCHMARK = Benchmark(
-    name="financebench", display="FinanceBench",
+    name="financebench", suite_rows="finharness.benchmarks.financebench:suites.toml", display="FinanceBench",
     tasks={"financebench": "finharness.benchmarks.financebench.task:FinanceBenchTask"},
     commands={"financebench": "finharness.benchmarks.financebench.cli:financebench_app"},
     report_section="finharness.benchmarks.financebench.report:SECTION",

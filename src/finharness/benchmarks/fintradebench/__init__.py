@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..declaration import Benchmark
 
 BENCHMARK = Benchmark(
-    name="fintradebench", display="FinTradeBench",
+    name="fintradebench", suite_rows="finharness.benchmarks.fintradebench:suites.toml", display="FinTradeBench",
     tasks={"fintradebench": "finharness.benchmarks.fintradebench.task:FinTradeBenchTask"},
     commands={"fintradebench": "finharness.benchmarks.fintradebench.cli:fintradebench_app",
               "fintradebench.build": "finharness.benchmarks.fintradebench.construction.cli:build_app"},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..declaration import Benchmark
 
 BENCHMARK = Benchmark(
-    name="ucfe", display="UCFE", tasks={"ucfe": "finharness.benchmarks.ucfe.task:UCFETask"},
+    name="ucfe", suite_rows="finharness.benchmarks.ucfe:suites.toml", display="UCFE", tasks={"ucfe": "finharness.benchmarks.ucfe.task:UCFETask"},
     commands={"ucfe": "finharness.benchmarks.ucfe.cli:ucfe_app"},
     report_section="finharness.benchmarks.ucfe.report:SECTION",
     datasets=("ucfe", "ucfe-gpt4o-dialogues", "ucfe-release"),
