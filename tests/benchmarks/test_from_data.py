@@ -201,3 +201,25 @@ label = "my exam"
                "--out", str(tmp_path / "out"), "-q")
     assert done.returncode == 0, done.stderr
     assert "my exam" in done.stdout and "accuracy" in done.stdout
+
+
+def test_without_data_dir_the_file_beside_the_task_is_found_and_a_missing_one_names_both_places(tmp_path):
+    """The data root (here an empty $FINHARNESS_DATA_DIR) is looked in first, then the task file's folder."""
+    import os
+
+    shutil.copy(EXAMPLES / "ratios.csv", tmp_path / "ratios.csv")
+    (tmp_path / "ratios.toml").write_text((EXAMPLES / "ratios.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    empty_root = tmp_path / "root"
+    empty_root.mkdir()
+    env = {**os.environ, "FINHARNESS_DATA_DIR": str(empty_root)}
+    run = subprocess.run([sys.executable, "-m", "finharness", "run", "ratios.toml", "--model", "fake", "--out",
+                          str(tmp_path / "run"), "-q"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env=env)
+    assert run.returncode == 0, run.stderr
+    assert results(tmp_path / "run")["metrics"]["accuracy"]["n"] > 0
+    (tmp_path / "ratios.csv").unlink()
+    missing = subprocess.run([sys.executable, "-m", "finharness", "run", "ratios.toml", "--model", "fake", "--out",
+                              str(tmp_path / "run2")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                             env=env)
+    assert missing.returncode == 2
+    assert str(empty_root / "ratios.csv") in missing.stderr and str(tmp_path / "ratios.csv") in missing.stderr

@@ -49,7 +49,7 @@ class DataSource:
     """Where the records are."""
 
     path: str | None = None
-    """A local JSONL, CSV or Parquet file: relative to --data-dir when given, else to the task file's folder."""
+    """A local JSONL, CSV or Parquet file: relative to the data root (--data-dir), else to the task file's folder."""
     hub: str | None = None
     """A Hugging Face dataset `OWNER/NAME` (with `revision`, 40 hex digits, and `file`, its path in the repo)."""
     revision: str | None = None

@@ -73,12 +73,17 @@ def read_records(spec: TaskFile, data_dir: Path | None) -> tuple[Path | str, lis
     source = spec.data
     if source.hub is not None:
         return _hub_records(spec)
-    base = Path(data_dir) if data_dir is not None else spec.path.parent
-    path = (base / source.path).resolve() if not Path(source.path).is_absolute() else Path(source.path)  # type: ignore[arg-type]
-    if not path.is_file():
-        raise DataError(f"the data file of task {spec.name} is not there ([data] path = {source.path!r})", path=path,
-                        hint="give --data-dir DIR holding it, or a path relative to the task file")
-    return path, _file_records(path)
+    given = Path(source.path)  # type: ignore[arg-type]
+    # the data root first (--data-dir, $FINHARNESS_DATA_DIR or the default one), then the task file's folder: a
+    # run without --data-dir gets the default root, where a file beside the task is not
+    bases = [Path(data_dir)] if data_dir is not None else []
+    tried = [given] if given.is_absolute() else [(base / given).resolve() for base in (*bases, spec.path.parent)]
+    for path in tried:
+        if path.is_file():
+            return path, _file_records(path)
+    raise DataError(f"the data file of task {spec.name} is not there ([data] path = {source.path!r}; looked in "
+                    + " and ".join(str(p) for p in tried) + ")", path=tried[0],
+                    hint="give --data-dir DIR holding it, or a path relative to the task file")
 
 
 def _file_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
