@@ -142,8 +142,8 @@ class Prepared:
 
 
 def options_per_task(refs: Sequence[Any], options: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each option given to the tasks that declare it (`exam=...` reaches CFinBench, not the demo); an option no
-    task takes is a ValueError naming the closest known one."""
+    """Each option given to the tasks that declare it (and to no other); an option no task takes is a ValueError
+    naming the closest known one."""
     declared = [{o.name for o in ref.cls.describe_options()} for ref in refs]
     unknown = sorted(set(options) - set().union(*declared))
     if unknown:

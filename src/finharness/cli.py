@@ -151,7 +151,7 @@ def run(
 ) -> None:
     """Run TASK on a model; writes OUT/results.json, OUT/samples.jsonl and OUT/manifest.json.
 
-    Several tasks (`run demo cfinbench`) are one pool of requests: one backend per model spec and
+    Several tasks (`run demo my_exam.toml`) are one pool of requests: one backend per model spec and
     one run store for all, each model's slots shared by every task; each task writes OUT/TASK/ as a
     run of it alone would (same run key: either resumes the other), and a summary table ends the
     run. Each task option goes to the tasks that declare it. Rerunning the same command resumes: completed calls come
@@ -482,7 +482,7 @@ def _print_results(results: dict[str, Any]) -> None:
         table.add_column(col)
     empty = []
     for name, m in results["metrics"].items():
-        if m["value"] is None and not m["n"]:  # e.g. CFinBench's multiple-choice scores on a single-choice exam
+        if m["value"] is None and not m["n"]:  # e.g. a question type the exam lacks
             empty.append(name)
             continue
         value = "—" if m["value"] is None else f"{m['value']:.4f}"
@@ -566,7 +566,7 @@ def suite_cmd(
     Every row of the suite runs for every model, the rows of a model pooled on its slots, all in one run store
     (OUT/store.sqlite), each row in OUT/MODEL/ROW/ as `finharness run` would write it. Rerunning the command
     resumes; adding a --model later reuses everything stored. Where a row's official data is absent and the
-    suite names a fallback (CFinBench: the CPA stand-in), the fallback runs and is named a stand-in."""
+    suite names a fallback (a stand-in exam), the fallback runs and is named a stand-in."""
     from .core.model import PromptBudget
     from .core.runner import RunOptions
     from .suite.run import prepare_rows, run_suite
@@ -670,7 +670,7 @@ def _suite_progress(spec: Any, rows: list[Any], models: list[str], judge: str | 
     from .util import phase
 
     labels: dict[str, float | None] = {f"{r.spec.id} on {m}": None for m in models for r in rows}
-    steps = {r.ref.name: hooks_of(r.ref.name) for r in rows}  # the steps after the rows (UCFE's judging pairs)
+    steps = {r.ref.name: hooks_of(r.ref.name) for r in rows}  # the steps after the rows (pairwise judging)
     pairs = sum(h.steps_after_rows(models) for h in steps.values() if h.judged_by_suite) if judge is not None else 0
     judging: float | None = None
     started = time.monotonic()

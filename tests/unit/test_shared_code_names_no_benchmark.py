@@ -1,7 +1,6 @@
 """Shared code names no benchmark (issue 35): what the suite, the statistics, the report and the command line do for
 one comes from its declaration (benchmarks/declaration.py), so no identifier or string in their code names a built-in
-benchmark or task. Docstrings may (they give examples); help texts and messages may not (they would be wrong for a
-benchmark of one's own)."""
+benchmark or task, nor does any docstring or comment (their examples are the demo and a user's own exam)."""
 
 from __future__ import annotations
 
@@ -44,6 +43,14 @@ def test_no_shared_module_names_a_benchmark_in_its_code():
     assert pattern.search("UCFE") and pattern.search("bizbench/finknow") and pattern.search("secnum")
     assert len(SHARED) > 20
     found = [hit for path in SHARED for hit in named_in_code(path, pattern)]
+    assert found == []
+
+
+def test_no_shared_module_names_a_benchmark_even_in_its_docstrings_and_comments():
+    """What `grep -i` of the benchmarks' names over suite/, stats/, report/, cli.py, cli_common.py and api.py finds."""
+    pattern = benchmark_words()
+    found = [f"{path.relative_to(PACKAGE)}:{number}: {line.strip()[:80]}" for path in SHARED
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert found == []
 
 

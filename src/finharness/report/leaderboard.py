@@ -11,7 +11,7 @@ The rule (also printed in the report):
     PAIRING_MIN_OVERLAP (90%) of the larger run's scored items: `finharness.stats.paired_test` on
     the per-sample headline scores of the shared items (exact McNemar for 0/1 scores, paired t
     otherwise). A significant difference whose sign disagrees with the headline order (possible
-    when the headline is a weighted macro average, as CFinBench's) does not separate them;
+    when the headline is a weighted macro average, as an exam's by question type) does not separate them;
   - otherwise, when their 95% confidence intervals do not overlap (a conservative rule).
 - rank = 1 + the number of runs separable from and above it (Chatbot Arena's rule). Runs with the
   same rank form a rank group, shown as '=k'.

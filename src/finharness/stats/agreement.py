@@ -2,7 +2,7 @@
 
 Used wherever two readings of the same items are compared: multiple-choice methods against each other
 (benchmarks/mc_methods.py), an LLM judge's verdicts or scores against a human's (ui/exports.py,
-FinTradeBench's judge analysis). numpy only, so a task that reports κ does not load scipy.
+a judge's agreement with people). numpy only, so a task that reports κ does not load scipy.
 """
 
 from __future__ import annotations

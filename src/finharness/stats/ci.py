@@ -13,7 +13,7 @@
   counts the variance is floored at a Poisson count's. Equal counts (every zero-shot dialogue has 1 round)
   keep a zero-width interval, with a warning that says why.
 - Anything else: Student's t.
-- Weighted means of bounded parts (CFinBench's 0.4/0.4/0.2, macro means over categories): the binomial
+- Weighted means of bounded parts (an exam's 0.4/0.4/0.2 by question type, macro means over categories): the binomial
   interval on n_eff = 1 / Σ w_i² / n_eff_i (weights summing to 1), the variance of a stratified
   binomial mean; other parts: a normal interval on Σ w_i² var_i.
 

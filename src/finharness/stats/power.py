@@ -3,7 +3,7 @@
 Two models answer the same n items; d_i is the difference of their scores on item i, with standard
 deviation σ_d. A two-sided paired test at level α detects a true mean difference δ with power 1 − β
 when δ ≥ (t_{1−α/2, n−1} + t_{1−β, n−1}) · σ_d / √n (the usual normal-approximation formula, with t
-quantiles so that small n is not flattered). A weighted score (CFinBench's 0.4/0.4/0.2 of macro means)
+quantiles so that small n is not flattered). A weighted score (0.4/0.4/0.2 of macro means)
 counts its items by their weights: n becomes the effective n (Σw)² / Σw².
 
 σ_d comes from two stored runs on the same items (their per-item differences), from one run and an
@@ -82,7 +82,7 @@ def difference_sd_from_one(scores: Sequence[float], correlation: float = DEFAULT
 
 
 TIE_SHARE = 0.2
-"""Ties assumed among pairwise verdicts when no matches say (UCFE judges call about one in five a tie)."""
+"""Ties assumed among pairwise verdicts when no matches say (pairwise judges call about one in five a tie)."""
 
 
 def pairwise_outcome_sd(tie_share: float = TIE_SHARE) -> float:

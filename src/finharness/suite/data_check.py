@@ -7,10 +7,10 @@ the registry knows, named by its error's `finharness data pull NAME`). The resul
 
 - missing and pullable: `finharness data pull --suite NAME` (or `data pull A B ...`) fetches all of it, or the
   suite's `--pull` does before it runs;
-- missing and never to be had from here: no public copy (CFinBench's questions) or files derived here from upstream
+- missing and never to be had from here: no public copy (an exam whose questions are not published) or files derived here from upstream
   data that only a mirror holds (`data pull NAME --from DIR`); `--skip-missing` runs the suite without those rows,
   and the scorecard says why each is missing;
-- present but partial: said, not stopping (FinanceBench's sample names filings its repository lacks).
+- present but partial: said, not stopping (a sample that names files its repository lacks).
 
 Nothing here writes: a dry run and a failed check leave the data root as they found it.
 """
@@ -119,7 +119,7 @@ def _state(name: str, root: Path) -> tuple[str, str]:
 def check_data(jobs: Sequence[tuple[str, Any]], root: Path, *, extra: Mapping[str, Sequence[str]] = ()
                ) -> DataCheck:
     """The data every job reads: (row or task label, its Task object) each, the datasets from the task's data_needs;
-    `extra`: datasets by row that the suite itself reads for it after the row (UCFE's judging). Each row's questions
+    `extra`: datasets by row that the suite itself reads for it after the row (a pairwise-judging step). Each row's questions
     are loaded (pulling off): a row that loads is checked for what it reads later, one that does not for every dataset
     it reads and those its error names. Writes nothing, pulls nothing."""
     check = DataCheck(Path(root))

@@ -1,6 +1,6 @@
 """The plan before the money: what a run or a suite would call, spend and be able to tell apart, without a call.
 
-Each task (a suite: each row for each model, then UCFE's pairwise judging of the planned dialogues) is planned by
+Each task (a suite: each row for each model, then the benchmarks' steps after their rows (pairwise judging of the planned dialogues)) is planned by
 core/plan.py on one DryRun and the run store the real command would use (read only; a store that does not exist
 yet is not made). For each task and role: the items (and those already stored), the calls to make (and those
 stored), prompt tokens (the model's tokenizer, or the estimate rule), completion tokens (expected and ceiling),
@@ -58,7 +58,7 @@ class PlannedCell:
     model: str
     """The spec of the model under test."""
     task: str
-    """The task's registry name (decides how its differences are read: UCFE's are pairwise)."""
+    """The task's registry name (its benchmark's hooks decide how its differences are read)."""
     plan: TaskPlan | None = None
     """What it would do (None: it cannot run; see `error`)."""
     error: str | None = None
@@ -78,7 +78,7 @@ class Plan:
     prices: Mapping[str, Price] = field(default_factory=dict)
     """USD per million tokens by spec or model name (core/spending.py)."""
     judging: TaskPlan | None = None
-    """A suite's UCFE judging of the planned dialogues (every model against the reference and each other)."""
+    """A suite's pairwise judging of the planned dialogues (every model against the reference and each other)."""
     store: str | None = None
     """The run store read (None: none exists yet: nothing is stored)."""
     notes: list[str] = field(default_factory=list)
@@ -120,7 +120,7 @@ def _weight_ratio(task: str, samples: Sequence[Any]) -> float:
 
 def detectable(plan: TaskPlan, task: str) -> PowerPlan | None:
     """The smallest difference between two models that a paired test on the plan's items detects (80% power,
-    two-sided 5%): the benchmark's own comparison where it has one (UCFE's win share against ½, SuiteHooks), every
+    two-sided 5%): the benchmark's own comparison where it has one (a pairwise-judged one's win share against ½, SuiteHooks), every
     other task's on its headline."""
     if plan.items < 2:
         return None
@@ -172,7 +172,7 @@ def plan_run(names: Sequence[str], refs: Sequence[Any], tasks: Sequence[Task], b
 
 def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge: str | None, user: str | None,
                out: Path, options: RunOptions, prices: Mapping[str, Price]) -> Plan:
-    """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then UCFE's judging."""
+    """`finharness suite ... --dry-run`: every row for every model as run_suite would run it, then the steps after the rows."""
     from ..backends import from_spec
     from ..backends.batch import batch_wanted
     from .run import check_roles, does_not_fit
@@ -198,7 +198,7 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                 names.append((row.spec.id, model, row.ref.name))
         plan = Plan(f"suite {suite.name}", _cells_of(names, results), prices,
                     store=str(store_path) if store is not None else None)
-        if judge:  # the benchmarks' steps after their rows (UCFE's judging), on every model's planned predictions
+        if judge:  # the benchmarks' steps after their rows (pairwise judging), on every model's planned predictions
             plan.judging = _plan_after_rows(rows, plan, models, backends[judge], store, dry, options.data_dir)
     finally:
         if store is not None:

@@ -127,7 +127,7 @@ class SuiteProgress:
         return f"last reply {duration(quiet)} ago" if row.started is not None else f"no reply yet in {duration(quiet)}"
 
     def line(self) -> str:
-        """`rows 4/13 done · running: ucfe on embedded 3/6 (last reply 2m10s ago) · suite ETA 12m00s–30m00s`."""
+        """`rows 4/13 done · running: my_exam on embedded 3/6 (last reply 2m10s ago) · suite ETA 12m00s–30m00s`."""
         parts = [f"rows {self.finished_rows}/{self.total_rows} done"]
         running = []
         for row in self.running():

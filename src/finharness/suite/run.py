@@ -1,9 +1,9 @@
-"""Running a suite: every row for every model, pooled per model on one run store, then UCFE's judging, then
+"""Running a suite: every row for every model, pooled per model on one run store, then the benchmarks' steps after their rows, then
 OUT/suite.json (the manifest the scorecard reads; its fields are described in docs/suite.md).
 
 Layout of OUT: `store.sqlite` (every call of every model, judge and user), `MODEL/ROW/` (each row's run folder, as
 `finharness run` writes it: the same run key, so a row run alone resumes from the suite and the other way round),
-`ucfe/` (matches and judge summaries), `suite.json`, and the scorecard files. A model added in a later invocation
+a folder per judged benchmark (matches and judge summaries), `suite.json`, and the scorecard files. A model added in a later invocation
 reuses everything already stored for the others; a crash or Ctrl-C loses only the calls in flight.
 """
 
@@ -103,7 +103,7 @@ def prepare_rows(suite: Suite, data_root: Path, sandbox: str | None = None) -> l
 
 def check_suite_data(rows: Sequence[PreparedRow], root: Path, *, judged: bool) -> Any:
     """Every row's data (suite/data_check.py), with what the benchmarks' steps after the rows read for them
-    (SuiteHooks.extra_datasets: UCFE's judging reference when a judge will judge, `judged`)."""
+    (SuiteHooks.extra_datasets: a judging step's reference when a judge will judge, `judged`)."""
     from .data_check import check_data
 
     jobs = [(r.spec.id, r.make()) for r in rows]
@@ -163,7 +163,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
               judge_progress: Callable[[str], Callable[[RunCounters], None] | None] | None = None,
               resume: str | None = None, stop_reason: Callable[[], str] | None = None,
               skipped: Mapping[str, Mapping[str, str]] | None = None) -> SuiteOutcome:
-    """Run every row for every model (one pool per model, rows sharing its slots), judge UCFE, write suite.json.
+    """Run every row for every model (one pool per model, rows sharing its slots), run the steps after the rows, write suite.json.
 
     A row that cannot run for a model (bad data, a missing role) is in `errors`, a row that crashes (a bug) too, with
     the exception in the outcome's `bugs`; the others run on. suite.json is written however the suite ends: a
@@ -223,7 +223,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
                 from .contamination import probe_rows
 
                 probe_rows(fitting, pool.tasks, backends[model], store_path, options, suite.seed)
-        if judge:  # the benchmarks' steps after their rows (UCFE's pairwise judging), once every model ran the row
+        if judge:  # the benchmarks' steps after their rows (pairwise judging), once every model ran the row
             for r in rows:
                 hooks = hooks_of(r.ref.name)
                 if not hooks.judged_by_suite or r.ref.name in after or not all(m in runs[r.spec.id] for m in models):

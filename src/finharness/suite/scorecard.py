@@ -10,14 +10,14 @@ run (report.runs), the matches and judge summaries of the suite's steps after th
 
 What a benchmark adds is declared in its SuiteHooks (benchmarks/declaration.py; docs/report.md says why each
 built-in's is the one), read here without naming any benchmark:
-- `headline_note`: what a row's headline is, where it is more than the task's (CFinBench's 0.4/0.4/0.2 score).
+- `headline_note`: what a row's headline is, where it is more than the task's (a weighted exam score).
 - `composites`, rows of their own after the benchmark's last row: `MeanOfTasks` (the unweighted mean of the task
   rows' headlines, interval `stats.weighted_mean_ci` over the tasks as independent parts, shown only where a model
-  has a value in every row: BizBench) and `PairedDelta` (one row's headline minus another's, the rows told apart by
-  one task option, paired on the items both scored with `stats.paired_test`; informational: FinTradeBench's RAG Δ).
+  has a value in every row: a benchmark of several tasks) and `PairedDelta` (one row's headline minus another's, the rows told apart by
+  one task option, paired on the items both scored with `stats.paired_test`; informational: with retrieval minus without).
 - `rating_note`: the row the step after the rows judged (its suite.json entry's `row`) is the Bradley–Terry rating
   of each model from the entry's matches (rating.rate_table, seeded bootstrap), the entry's reference player among
-  the ratings (UCFE).
+  the ratings (a pairwise-judged benchmark).
 - `judge_health` / `step_health`: the judge's health figures and warnings.
 
 Ranks: within a row, `report.leaderboard.rank_entries` (paired test on per-sample scores where the runs share
@@ -425,7 +425,7 @@ def run_cell(row: str, model: str, run: RunData, metric: str | None, folder: str
 
 
 def standin_of(runs: Sequence[RunData]) -> str | None:
-    """The stand-in a run names in results.json (extra.exam.standin: CFinBench's CPA), or None."""
+    """The stand-in a run names in results.json (extra.exam.standin), or None."""
     for r in runs:
         exam = (r.results.get("extra") or {}).get("exam")
         if isinstance(exam, Mapping) and exam.get("standin"):
@@ -506,7 +506,7 @@ def rank_row(row: Row, cells: Sequence[Cell], per_sample: Mapping[str, Mapping[s
 
 def headline_estimate(run: RunData, cell: Cell) -> Estimate:
     """The cell's value as an Estimate with a sampling variance, so that means over tasks can be combined:
-    stats.mean_ci of the per-sample scores where their mean is the headline (every BizBench task); otherwise the
+    stats.mean_ci of the per-sample scores where their mean is the headline (most tasks); otherwise the
     variance a normal interval of the cell's CI implies."""
     values = list(run.per_sample(run.headline).values())
     if values and cell.value is not None and abs(sum(values) / len(values) - cell.value) < 1e-9:

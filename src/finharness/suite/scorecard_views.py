@@ -182,7 +182,7 @@ HEALTH_HEADERS = ("row", "judge", "rate", "value", "95% CI", "hits/n")
 
 
 def ratings_title(card: Scorecard) -> str:
-    """'UCFE ratings': the rating table's heading, after its row's benchmark."""
+    """'NAME ratings': the rating table's heading, after its row's benchmark."""
     return f"{card.ratings.benchmark} ratings" if card.ratings is not None else "Ratings"
 
 

@@ -1,7 +1,7 @@
 """A suite file: a small TOML naming each task of a suite with its options and its size.
 
     name = "my-suite"
-    description = "CFinBench and the demo, small"
+    description = "my exam and the demo, small"
 
     batch = ["gpt-4o"]                         # these models through their provider's batch interface (or true)
 
@@ -9,10 +9,10 @@
     "gpt-4o" = [2.5, 10.0]                     # or every rate: { in = 2.5, cached = 1.25, out = 10, batch = 0.5 }
 
     [[task]]
-    id = "cfinbench"                           # unique; the run folder's name (default: the task's)
-    benchmark = "CFinBench"                    # the scorecard's column group
-    task = "cfinbench"                         # a task spec, as `finharness run` takes it
-    options = { shots = 0, method = "gen" }    # the task's options (`finharness list TASK`)
+    id = "exam"                               # unique; the run folder's name (default: the task's)
+    benchmark = "My exams"                    # the scorecard's column group
+    task = "my_exam.toml"                     # a task spec, as `finharness run` takes it
+    options = { method = "gen" }              # the task's options (`finharness list TASK`)
     sample = 40                                # a seeded random subset of N items (or `limit`: the first N)
     fallback = { exam = "standin:cpa" }        # options used where the official data is absent (a stand-in)
     paper = "0-shot, generation, official extraction"   # which configuration of the paper this is
