@@ -42,18 +42,33 @@ class Remote:
 
 @dataclass(frozen=True)
 class Spec:
+    """One dataset a benchmark reads: where its upstream copy lives and which local files make it up."""
+
     name: str
+    """The dataset's name in the registry (`finharness data pull NAME`); unique across all benchmarks."""
     description: str
+    """One line saying what the dataset is, shown by `finharness data list`."""
     repository: str | None
+    """The upstream repository (`owner/name` on GitHub or the Hub); None for data made here."""
     commit: str | None
+    """The upstream commit (or Hub revision) the files are pinned at; None where there is no repository."""
     licence: str
+    """The data's licence as its authors state it."""
     layout: str
+    """What the files hold and how they are laid out (kept in the registry entry for whoever reads the data)."""
     local_dir: str
+    """The dataset's folder under the data root, with a trailing slash (`ucfe/`)."""
     rules: tuple[Rule, ...] = ()
+    """Map each local file to its upstream path; a file no rule matches is an error of the generator."""
     include: str | None = r".*"
     """Local files (under local_dir) that belong to the dataset; None: none, only `remote`."""
     notes: tuple[str, ...] = ()
+    """Caveats of the copy (a short commit id, a file missing upstream), listed with the dataset."""
     homepage: str | None = None
+    """The paper's or project's page, where there is one."""
     available_here: bool = True
+    """False for a dataset no local copy holds: nothing is hashed here, its files are `remote` only."""
     host: str = "github"
+    """Where `repository` lives: "github" or "huggingface" (which URL form a file's download uses)."""
     remote: tuple[Remote, ...] = ()
+    """Files registered without a local copy (downloaded by URL, verified by the host's hash)."""
