@@ -380,3 +380,54 @@ def test_a_suite_run_probes_each_row_and_its_scorecard_shows_the_section(tmp_pat
     plain = tmp_path / "plain"
     assert CliRunner().invoke(_app(), ["suite", str(path), "--model", "fake", "--out", str(plain), "-q"]).exit_code == 0
     assert not (plain / run_dir_name("fake") / "demo" / "contamination.json").exists()
+
+
+def test_a_suites_probes_are_planned_counted_and_held_to_its_budget(tmp_path: Path, monkeypatch):
+    """The probes' calls are in the dry run's plan, in suite.json's usage, and under the suite's budget; a resumed
+    suite counts what its earlier invocations' probes spent, neither losing it nor counting it twice."""
+    from finharness.core.pool import run_dir_name
+
+    monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[[task]]\ntask = "demo"\n', encoding="utf-8")
+
+    def suite(out: Path, *extra: str):
+        return CliRunner().invoke(_app(), ["suite", str(path), "--model", "fake", "--out", str(out), "--contamination",
+                                           "-q", *extra])
+
+    def billed(out: Path) -> dict:
+        return json.loads((out / "suite.json").read_text(encoding="utf-8"))["by_model"]["fake"]["billed"]
+
+    def probe_cost(out: Path) -> dict:
+        rec = json.loads((out / run_dir_name("fake") / "demo" / "contamination.json").read_text(encoding="utf-8"))
+        return rec["cost"]
+
+    planned = json.loads(suite(tmp_path / "plan", "--dry-run", "--json").output)
+    (probe_tally,) = [r for r in planned["tasks"][0]["roles"] if r["role"] == "probe"]
+    assert probe_tally["calls"] == 12  # one per-token scoring of each demo item
+
+    free = tmp_path / "free"
+    assert suite(free).exit_code == 0
+    spent = billed(free)
+    assert spent["probe/live"]["calls"] == 12 == probe_cost(free)["calls"]
+    assert spent["probe/live"]["prompt_tokens"] == probe_tally["prompt_tokens"]
+    rows = spent["model/live"]["prompt_tokens"] + spent["model/live"]["completion_tokens"]
+    budget = rows + spent["probe/live"]["prompt_tokens"] // 2
+
+    held = tmp_path / "held"
+    result = suite(held, "--budget-tokens", str(budget))
+    assert result.exit_code == 3 and "budget reached" in result.output, result.output
+    assert json.loads((held / "suite.json").read_text(encoding="utf-8"))["status"] == "budget"
+    first = billed(held)
+    made = first["probe/live"]["calls"]
+    assert 0 < made < 12
+    assert sum(f["prompt_tokens"] + f["completion_tokens"] for f in first.values()) <= budget
+    rec = json.loads((held / run_dir_name("fake") / "demo" / "contamination.json").read_text(encoding="utf-8"))
+    refused = [i for i in rec["items"] if "budget" in (i.get("errors") or {}).get("loss", "")]
+    assert len(refused) == 12 - made
+
+    assert suite(held).exit_code == 0  # resumed without a budget: the refused probes are made, the rest stored
+    assert probe_cost(held)["calls"] == 12 - made and probe_cost(held)["cumulative"]["calls"] == 12
+    assert billed(held)["probe/live"]["calls"] == 12
+    assert suite(held).exit_code == 0  # once more: everything stored, nothing lost or counted twice
+    assert probe_cost(held)["calls"] == 0 and billed(held)["probe/live"]["calls"] == 12

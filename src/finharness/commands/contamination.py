@@ -27,7 +27,14 @@ from ..cli_common import fail, parse_options, resolve_store
 from ..contamination.evidence import MAX_TOKENS, ItemEvidence, default_probes, probe_items
 from ..contamination.items import ItemText
 from ..contamination.probes import LL_PROBES, PROBE_NAMES
-from ..contamination.run import contamination_record, probe_samples, reference_for, write_record
+from ..contamination.run import (
+    contamination_record,
+    probe_cost,
+    probe_samples,
+    read_record,
+    reference_for,
+    write_record,
+)
 from ..contamination.validation import EVIDENCE, ProbeValidation, model_key, record, user_file, validate_probe
 from ..contamination.windows import latest_year
 
@@ -146,7 +153,7 @@ def contamination_command(
         finally:
             made.close()
         return
-    handle = _open(model, store_path, "model", concurrency)
+    handle = _open(model, store_path, "probe", concurrency)
     reference_handle = _open(reference_spec, store_path, "reference", concurrency) if reference_spec else None
     try:
         asked = default_probes(handle.capabilities, probes)
@@ -162,10 +169,8 @@ def contamination_command(
         _close(handle, reference_handle)
         made.close()
     run_dir = run or (out if (out / "samples.jsonl").is_file() else None)
-    counters = handle.counters
-    cost = {"wall_s": round(time.perf_counter() - started, 3), "calls": counters.calls,
-            "cache_hits": counters.cache_hits, "tokens_evaluated": counters.tokens_evaluated,
-            "failures": counters.failures}
+    cost = probe_cost(started, [h for h in (handle, reference_handle) if h is not None],
+                      (read_record(out) or {}).get("cost"))
     rec = contamination_record(made.name, model, handle.identity, evidence, reference=reference_spec, probes=asked,
                                per_sample=_per_sample(run_dir), run_dir=str(run_dir) if run_dir else None, cost=cost,
                                samples=samples)
@@ -276,7 +281,7 @@ def _validate(model: str, reference: str | None, root: Path, out: Path, store_pa
     from ..benchmarks.financebench.filings import read_pages
     from ..contamination.split import build_split, release_of
 
-    handle = _open(model, store_path, "model", concurrency)
+    handle = _open(model, store_path, "probe", concurrency)
     reference_handle = _open(reference, store_path, "reference", concurrency) if reference else None
     started = time.perf_counter()
     try:
@@ -356,7 +361,7 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
     pairs = option_pairs([item_text(s, task) for s in samples], per_side)
     if not pairs:
         fail(f"{task.name} has no multiple-choice items with options in their text to reorder")
-    handle = _open(model, store_path, "model", concurrency)
+    handle = _open(model, store_path, "probe", concurrency)
     started = time.perf_counter()
     try:
         if not handle.capabilities.loglikelihood:

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core.store import sum_counts
 from ..core.types import Sample
 from ..data.io import atomic_write_text
 from ..util import finite_json
@@ -97,6 +98,17 @@ def contamination_record(task_name: str, model_spec: str, identity: Mapping[str,
     }
 
 
+def probe_cost(started: float, handles: Sequence[Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What probing spent: this invocation's calls, tokens, cost (USD, None: unpriced) and `billed` by role, summed
+    over the handles (the model's and its reference's, each opened for the probes alone), and `cumulative`, the same
+    over every invocation that wrote the folder's record (`previous`: the record's earlier `cost`), so a suite's
+    usage and a resumed probe count what was spent before, as results.json's `cumulative` does."""
+    now = sum_counts([h.counters.to_json() for h in handles])
+    now.update(invocations=1, wall_s=round(time.perf_counter() - started, 3))
+    before = (previous or {}).get("cumulative")
+    return {**now, "cumulative": sum_counts([now, before] if isinstance(before, Mapping) else [now])}
+
+
 def write_record(out_dir: Path, record: Mapping[str, Any]) -> Path:
     path = Path(out_dir) / RECORD
     atomic_write_text(path, json.dumps(finite_json(dict(record)), ensure_ascii=False, indent=1, allow_nan=False) + "\n")
@@ -118,16 +130,16 @@ def read_record(run_dir: Path) -> dict[str, Any] | None:
 def probe_run_folder(task: Any, samples: Sequence[Sample], model: Any, out_dir: Path, *, reference: Any = None,
                      per_sample: Mapping[str, float] | None = None, probes: Sequence[str] | None = None,
                      max_tokens: int = MAX_TOKENS) -> dict[str, Any]:
-    """Probe `samples` through the handles, write OUT_DIR/contamination.json and return it."""
+    """Probe `samples` through the handles, write OUT_DIR/contamination.json and return it. The handles' counters
+    should be the probes' own (open them for this folder): the record's `cost` is what they counted."""
     started = time.perf_counter()
-    before = (model.counters.calls, model.counters.cache_hits)
     asked = tuple(probes) if probes is not None else default_probes(model.capabilities)
     if reference is None:
         asked = tuple(p for p in asked if p != "reference")
     evidence = asyncio.run(probe_samples(task, samples, model, reference=reference, probes=asked,
                                          max_tokens=max_tokens))
-    cost = {"wall_s": round(time.perf_counter() - started, 3), "calls": model.counters.calls - before[0],
-            "cache_hits": model.counters.cache_hits - before[1]}
+    earlier = read_record(out_dir)
+    cost = probe_cost(started, [h for h in (model, reference) if h is not None], (earlier or {}).get("cost"))
     record = contamination_record(task.name, model.spec, model.identity, evidence,
                                   reference=getattr(reference, "spec", None), probes=asked, per_sample=per_sample,
                                   run_dir=str(out_dir), cost=cost, samples=samples)

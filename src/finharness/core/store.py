@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from ..data.errors import DataError
 from ..redact import redact, redact_args
@@ -170,6 +170,21 @@ def merge_billed(into: dict[str, dict[str, Any]], more: Mapping[str, Mapping[str
             mine[k] += int(figures.get(k) or 0)
         if figures.get("cost_usd") is not None:
             mine["cost_usd"] = (mine["cost_usd"] or 0.0) + float(figures["cost_usd"])
+
+
+def sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Figures of several invocations (or runs) summed: {"invocations", "wall_s", each of CUMULATIVE_COUNTS,
+    "cost_usd" (None unless a part was priced), "billed"}; a figure a part lacks counts 0."""
+    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None,
+                             "billed": {}}
+    for part in parts:
+        for key in ("invocations", "wall_s", *CUMULATIVE_COUNTS):
+            total[key] += part.get(key) or 0
+        merge_billed(total["billed"], part.get("billed") or {})
+        if part.get("cost_usd") is not None:
+            total["cost_usd"] = (total["cost_usd"] or 0.0) + float(part["cost_usd"])
+    total["wall_s"] = round(total["wall_s"], 3)
+    return total
 
 
 _CALL_COLUMNS = "key, backend, kind, request, response, latency_s, created"
@@ -627,19 +642,12 @@ class RunStore:
             self._commit_queued()
             rows = self._conn.execute("SELECT wall_s, counts FROM invocations WHERE run_key=? ORDER BY id",
                                       (run_key,)).fetchall()
-        total: dict[str, Any] = {"invocations": len(rows), "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS},
-                                 "cost_usd": None, "billed": {}}
+        parts = []
         for wall, text in rows:
             counts = _row_json(self.path, text, f"an invocation row of run {run_key}",
                                f"DELETE FROM invocations WHERE run_key={_sql(run_key)}")
-            total["wall_s"] += wall
-            for k in CUMULATIVE_COUNTS:
-                total[k] += int(counts.get(k, 0))
-            if counts.get("cost_usd") is not None:
-                total["cost_usd"] = (total["cost_usd"] or 0.0) + float(counts["cost_usd"])
-            merge_billed(total["billed"], counts.get("billed") or {})
-        total["wall_s"] = round(total["wall_s"], 3)
-        return total
+            parts.append({**counts, "invocations": 1, "wall_s": wall})
+        return sum_counts(parts)
 
     # -- provider batches (backends/batch.py) ---------------------------------------------------------------
     def _commit_now(self, statements: list[tuple[str, tuple]]) -> None:

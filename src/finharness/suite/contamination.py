@@ -20,18 +20,24 @@ from ..report.runs import RunData, load_run
 
 def probe_rows(rows: Sequence[Any], outcomes: Sequence[Any], backend: Any, store_path: Path, options: Any,
                seed: int) -> None:
-    """Probe every finished row of one model (rows and their pool outcomes in the same order)."""
+    """Probe every finished row of one model (rows and their pool outcomes in the same order). Each row's probes
+    get handles of their own, on the suite's spending: their calls count against its budget (a refused call leaves
+    its probes unscored, said in the item's errors) and what they spent lands in the row's contamination.json,
+    which the suite's usage adds to the model's (build_manifest)."""
     from .. import open_model
     from ..backends import from_spec
     from ..core.runner import select_samples
 
-    handle = open_model(backend, store_path, role="model", concurrency=options.concurrency)
     reference_spec = reference_for(backend.spec)
-    reference = open_model(from_spec(reference_spec), store_path, role="reference") if reference_spec else None
+    reference_backend = from_spec(reference_spec) if reference_spec else None
     try:
         for row, outcome in zip(rows, outcomes):
             if outcome.result is None:
                 continue
+            handle = open_model(backend, store_path, role="probe", concurrency=options.concurrency,
+                                spending=options.spending)
+            reference = None if reference_backend is None else open_model(
+                reference_backend, store_path, role="reference", spending=options.spending)
             task = row.make()
             try:
                 samples = select_samples(task, replace(options, limit=row.spec.limit, subset=row.spec.sample,
@@ -41,8 +47,44 @@ def probe_rows(rows: Sequence[Any], outcomes: Sequence[Any], backend: Any, store
             finally:
                 task.close()
     finally:
-        if reference is not None:
-            close = getattr(reference.backend, "close", None)
+        close = getattr(reference_backend, "close", None)
+        if close is not None:
+            close()
+
+
+def plan_probes(rows: Sequence[Any], cells: Sequence[Any], backends: Mapping[str, Any], store: Any,
+                dry: Any) -> None:
+    """A dry run's share of the probes (`contamination = true`): each planned row's samples probed through planned
+    handles (core/plan.PlannedModel: nothing is called), so their calls and tokens are tallied in the row's plan
+    under the roles 'probe' and 'reference' and priced with the rest."""
+    import asyncio
+
+    from ..backends import from_spec
+    from ..contamination.run import probe_samples
+    from ..core.model import RunCounters
+    from ..core.plan import PlannedModel
+
+    by_id = {row.spec.id: row for row in rows}
+    references: dict[str, Any] = {}
+    try:
+        for cell in cells:
+            if cell.plan is None or cell.row not in by_id:
+                continue
+            backend = backends[cell.model]
+            handle = PlannedModel(backend, store, RunCounters(), plan=cell.plan, dry=dry, role="probe")
+            reference_spec = reference_for(backend.spec)
+            if reference_spec and reference_spec not in references:
+                references[reference_spec] = from_spec(reference_spec)
+            reference = None if not reference_spec else PlannedModel(
+                references[reference_spec], store, RunCounters(), plan=cell.plan, dry=dry, role="reference")
+            task = by_id[cell.row].make()
+            try:
+                asyncio.run(probe_samples(task, cell.plan.samples, handle, reference=reference))
+            finally:
+                task.close()
+    finally:
+        for made in references.values():
+            close = getattr(made, "close", None)
             if close is not None:
                 close()
 

@@ -200,6 +200,10 @@ def plan_suite(suite: Any, rows: Sequence[Any], *, models: Sequence[str], judge:
                     store=str(store_path) if store is not None else None)
         if judge:  # the benchmarks' steps after their rows (pairwise judging), on every model's planned predictions
             plan.judging = _plan_after_rows(rows, plan, models, backends[judge], store, dry, options.data_dir)
+        if suite.contamination:  # the membership probes after each model's rows (suite/contamination.py)
+            from .contamination import plan_probes
+
+            plan_probes(rows, plan.cells, backends, store, dry)
     finally:
         if store is not None:
             store.close()

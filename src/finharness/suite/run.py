@@ -20,11 +20,12 @@ from ..backends import from_spec
 from ..backends.batch import batch_wanted
 from ..benchmarks.declaration import hooks_of
 from ..benchmarks.registry import TaskRef, resolve_task
+from ..contamination.run import read_record
 from ..core.backend import Backend
 from ..core.model import RunCounters
 from ..core.pool import PoolOutcome, run_dir_name, run_pool
 from ..core.runner import RunOptions
-from ..core.store import CUMULATIVE_COUNTS, merge_billed
+from ..core.store import sum_counts
 from ..core.task import Task
 from ..data.errors import DataError
 from ..data.io import atomic_write_text
@@ -330,19 +331,6 @@ def _run_model(rows: Sequence[PreparedRow], model: str, roles: Mapping[str, Back
     return PoolOutcome(outcomes, wall)
 
 
-def _sum_counts(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {"invocations": 0, "wall_s": 0.0, **{k: 0 for k in CUMULATIVE_COUNTS}, "cost_usd": None,
-                             "billed": {}}
-    for part in parts:
-        for key in ("invocations", "wall_s", *CUMULATIVE_COUNTS):
-            total[key] += part.get(key) or 0
-        merge_billed(total["billed"], part.get("billed") or {})
-        if part.get("cost_usd") is not None:
-            total["cost_usd"] = (total["cost_usd"] or 0.0) + part["cost_usd"]
-    total["wall_s"] = round(total["wall_s"], 3)
-    return total
-
-
 def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str], judge: str | None,
                    user: str | None, out: Path, options: RunOptions, runs: Mapping[str, Mapping[str, str]],
                    errors: Mapping[str, Mapping[str, str]], after: Mapping[str, Mapping[str, Any]], wall_s: float,
@@ -370,9 +358,12 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
             results = json.loads((out / folder / "results.json").read_text(encoding="utf-8"))
             statuses.append(results["status"])
             parts.append(results.get("cumulative") or {})
-        by_model[model] = _sum_counts(parts)
+            probed = read_record(out / folder)  # the row's membership probes (contamination = true)
+            if probed is not None and isinstance((probed.get("cost") or {}).get("cumulative"), Mapping):
+                parts.append(probed["cost"]["cumulative"])
+        by_model[model] = sum_counts(parts)
     if after:  # what the steps after the rows spent (their judge's calls)
-        by_model["judge"] = _sum_counts([entry.get("cumulative") or {} for entry in after.values()])
+        by_model["judge"] = sum_counts([entry.get("cumulative") or {} for entry in after.values()])
     spending = options.spending
     if stopped is None and spending is not None and spending.reached:
         stopped = "budget"
@@ -394,7 +385,7 @@ def build_manifest(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequenc
         "errors": {m: dict(e) for m, e in errors.items()},
         "skipped": {m: dict(e) for m, e in (skipped or {}).items()},
         **{name: dict(entry) for name, entry in after.items()},
-        "cumulative": _sum_counts(list(by_model.values())),
+        "cumulative": sum_counts(list(by_model.values())),
         "by_model": by_model,
         "wall_s": round(wall_s, 3),
         "status": status,
