@@ -274,3 +274,38 @@ def test_unknown_file_like_names_are_not_mistaken_for_files():
     with pytest.raises(KeyError, match=r"or a file as path/to/task\.py:ClassName"):
         resolve_task("my_task:MyTask")
 
+
+
+ROUTED = '''
+from dataclasses import dataclass
+
+from finharness.backends.spec_options import run_only
+
+
+@dataclass(frozen=True)
+class SpecOptions:
+    region: str = "eu"
+    """Where the model runs (it answers differently in each)."""
+    pool: int = run_only(4)
+    """Connections kept open."""
+
+
+def make_backend(spec):
+    from finharness.backends.fake import FakeBackend
+
+    return FakeBackend(spec, reply="Answer: A")
+'''
+
+
+def test_an_installed_backends_run_only_options_leave_its_model_name(tmp_path, monkeypatch, forget_modules):
+    """model_name drops what a backend's own declaration marks run-only, and keeps what it does not; a scheme no
+    backend provides is named as the built-ins would (their run-only options dropped)."""
+    from finharness.backends import model_name
+
+    root = fake_distribution(tmp_path, "acme-routed", "0.1", {
+        "finharness.backends": {"acme-routed": "acme_routed:make_backend"}}, {"acme_routed": ROUTED})
+    monkeypatch.syspath_prepend(str(root))
+    assert model_name("acme-routed:m?region=us&pool=8") == "acme-routed:m?region=us"
+    assert model_name("acme-routed:m?pool=8") == "acme-routed:m"
+    assert model_name("acme-routed:m?parallel=2") == "acme-routed:m?parallel=2"  # not one of its options
+    assert model_name("gone:m?parallel=2&concurrency=3&region=us") == "gone:m?region=us"

@@ -5,9 +5,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from finharness.backends import from_spec
+from finharness.backends import from_spec, model_name
 from finharness.backends.llamacpp import LlamaCppOptions
-from finharness.backends.spec_options import model_name
 from finharness.cli import app
 from finharness.core.backend import SpecError
 

@@ -18,7 +18,7 @@ from ..core.model import CachedModel, PromptBudget, RunCounters
 from ..core.retry import RetryPolicy
 from ..core.spending import Spending
 from ..core.store import RunStore
-from ..plugins import BACKEND_GROUP, Plugin, PluginError, catalogue, entry_point_plugins, resolve
+from ..plugins import BACKEND_GROUP, BUILT_IN, Plugin, PluginError, catalogue, entry_point_plugins, find, resolve
 
 # scheme -> "module:factory"; each factory takes the whole spec string.
 SCHEMES: dict[str, str] = {
@@ -53,6 +53,35 @@ def spec_option_declarations(plugin: Plugin) -> tuple[type, ...]:
     module = importlib.import_module(plugin.target.partition(":")[0])
     own = getattr(module, "SpecOptions", None)
     return ((own,) if own is not None else ()) + ((BatchOptions,) if plugin.name in BATCH_SCHEMES else ())
+
+
+def run_only_options(spec: str) -> frozenset[str]:
+    """The options of `spec`'s backend that change how calls run, never what the model answers: the fields its
+    declarations mark run-only (spec_options.run_only). A scheme no installed backend provides (a match file from
+    elsewhere): those of every built-in backend."""
+    from .spec_options import run_only_names
+
+    try:
+        found = find(scheme_of(spec.strip()), SCHEMES, BACKEND_GROUP)
+        if found is not None:
+            return run_only_names(spec_option_declarations(found))
+    except Exception:  # a plug-in that cannot be told apart or imported: name it as the built-ins would
+        pass
+    return frozenset().union(*(run_only_names(spec_option_declarations(Plugin(name, target, BUILT_IN)))
+                               for name, target in SCHEMES.items()))
+
+
+def model_name(spec: str) -> str:
+    """`embedded:1.5b?prompt_cache_mb=2000` -> `embedded:1.5b`: the spec without its backend's run-only options
+    (run_only_options), so runs of one model made with different run settings rate as one player."""
+    from urllib.parse import parse_qsl, urlencode
+
+    base, sep, query = spec.partition("?")
+    if not sep:
+        return spec
+    dropped = run_only_options(spec)
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in dropped]
+    return f"{base}?{urlencode(kept, safe='/:@')}" if kept else base
 
 
 def from_spec(spec: str, *, batch: bool = False) -> Backend:

@@ -51,22 +51,23 @@ from ..core.store import ACTIVE_BATCH_STATES, RunStore
 from ..core.types import GenerateParams, GenerateRequest, GenerateResponse, Message, ToolSpec, to_jsonable
 from ..util import phase
 from .http_common import error_for_status
+from .spec_options import run_only
 
 
 @dataclass(frozen=True)
 class BatchOptions:
     """The query options of batch mode, which an `openai:` or `anthropic:` spec takes beside its own."""
 
-    batch: bool = False
+    batch: bool = run_only(False)
     """1: send the calls through the provider's batch interface (about half price, results within 24 h)."""
 
-    batch_poll: float = 30.0
+    batch_poll: float = run_only(30.0)
     """Seconds between status requests of a submitted batch ($FINHARNESS_BATCH_POLL_S)."""
 
-    batch_gather: float = 2.0
+    batch_gather: float = run_only(2.0)
     """Seconds without a new request that close a wave and send it as one batch."""
 
-    batch_max_requests: int | None = None
+    batch_max_requests: int | None = run_only(None)
     """Requests one batch holds at most (default: the provider's limit)."""
 
 

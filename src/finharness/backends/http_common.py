@@ -25,6 +25,7 @@ from ..core.backend import BackendError, SpecError
 from ..redact import REDACTED, known_prefix, note_secret, redact
 from .spec_options import float_option as spec_float_option
 from .spec_options import int_option as spec_int_option
+from .spec_options import run_only
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +72,13 @@ class RemoteSpec:
 class RemoteOptions:
     """The query options every remote spec takes (`openai:m@URL?concurrency=4`); a backend's own derive from it."""
 
-    key_env: str | None = None
+    key_env: str | None = run_only(None)
     """The environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY); never the key."""
 
-    concurrency: int | None = None
+    concurrency: int | None = run_only(None)
     """Calls in flight at once (connection-pool size; default: the backend's, 8 for openai:)."""
 
-    timeout: float | None = None
+    timeout: float | None = run_only(None)
     """Read timeout of one call, in seconds (default: the backend's, 120 for openai:)."""
 
 

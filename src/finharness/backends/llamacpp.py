@@ -43,6 +43,7 @@ from ..data.io import atomic_write_text
 from .engine_build import installed_stamp, rebuild_command
 from .llamacpp_engine import CRASH_SWITCH, EngineConfig
 from .model_files import cache_dir, file_sha256
+from .spec_options import run_only
 from .tool_format import openai_tools, template_takes_tools, template_turns, unsupported_tools, with_tool_calls
 
 MAX_SEQUENCES = 256
@@ -70,7 +71,7 @@ class LlamaCppOptions:
     n_gpu_layers: int = 0
     """Layers offloaded to a GPU when llama.cpp was built with one (-1: all)."""
 
-    prompt_cache_mb: int = 0
+    prompt_cache_mb: int = run_only(0)
     """RAM (MiB) for saved KV states of finished generations; 0: off.
 
     The engine always reuses the prefix a free slot still holds from its last request; with this
@@ -79,12 +80,12 @@ class LlamaCppOptions:
     tokens are evaluated, not the request -- but llama.cpp's CPU kernels round differently for
     different batch shapes, so a reply can differ slightly from the one a cold context gives."""
 
-    parallel: int = 0
+    parallel: int = run_only(0)
     """Sequences the engine decodes together in one batch (continuous batching); 0: as many as the run
     keeps in flight (`--concurrency`), else 1. Not part of the identity; batched greedy replies can
     differ from single-stream ones where two tokens are nearly tied (bench/engine_batching.py)."""
 
-    deterministic: int = 0
+    deterministic: int = run_only(0)
     """1: every reply is a function of its request alone -- one sequence at a time, each prompt evaluated
     from its first token in the same chunks, no KV reused from an earlier request -- so a rerun or a
     resumed run gets the very replies an uninterrupted one got. 0 (default): faster, but a greedy reply

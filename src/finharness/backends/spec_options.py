@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
-from urllib.parse import parse_qsl, urlencode
+from dataclasses import field, fields
+from typing import Any, Iterable, Mapping
+from urllib.parse import parse_qsl
 
 from ..core.backend import SpecError
 from ..redact import redact
@@ -56,17 +57,17 @@ def float_option(shown: str, options: Mapping[str, str], name: str, *, minimum: 
     return value
 
 
-RUN_ONLY_OPTIONS = frozenset({"prompt_cache_mb", "parallel", "deterministic", "concurrency", "timeout", "key_env",
-                              "batch", "batch_poll", "batch_gather", "batch_max_requests"})
-"""Options that change how calls run, never what a model answers to a request (none is in a backend's
-identity): a model's name in match files and ratings leaves them out."""
+RUN_ONLY = "finharness.run_only"
+"""The metadata key that marks a declaration's field as run-only (`run_only`)."""
 
 
-def model_name(spec: str) -> str:
-    """`embedded:1.5b?prompt_cache_mb=2000` -> `embedded:1.5b`: the spec without RUN_ONLY_OPTIONS, so runs of
-    one model made with different run settings rate as one player."""
-    base, sep, query = spec.partition("?")
-    if not sep:
-        return spec
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in RUN_ONLY_OPTIONS]
-    return f"{base}?{urlencode(kept, safe='/:@')}" if kept else base
+def run_only(default: Any) -> Any:
+    """A field of a backend's option declaration (`parallel: int = run_only(0)`) that changes how calls run, never
+    what a model answers to a request: no backend's identity holds it, and a model's name in match files and
+    ratings leaves it out (backends.model_name)."""
+    return field(default=default, metadata={RUN_ONLY: True})
+
+
+def run_only_names(declarations: Iterable[type]) -> frozenset[str]:
+    """The fields the declarations mark `run_only`."""
+    return frozenset(f.name for declared in declarations for f in fields(declared) if f.metadata.get(RUN_ONLY))

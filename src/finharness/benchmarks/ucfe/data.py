@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ...backends.spec_options import model_name
+from ...backends import model_name
 from ...data.errors import DataError
 from ...data.hints import pull_hint
 from ...data.io import iter_jsonl, read_json
