@@ -431,3 +431,22 @@ def test_a_suites_probes_are_planned_counted_and_held_to_its_budget(tmp_path: Pa
     assert billed(held)["probe/live"]["calls"] == 12
     assert suite(held).exit_code == 0  # once more: everything stored, nothing lost or counted twice
     assert probe_cost(held)["calls"] == 0 and billed(held)["probe/live"]["calls"] == 12
+
+
+def test_a_reference_model_the_suite_already_runs_is_not_loaded_again(monkeypatch):
+    """The reference backend is the suite's own where the suite runs that model; otherwise made once and closed."""
+    from finharness.backends import from_spec
+    from finharness.contamination import run as contamination_run
+    from finharness.suite.contamination import reference_backends
+
+    monkeypatch.setitem(contamination_run.REFERENCES, "fake", "fake?reply=two")
+    suites_own = from_spec("fake?reply=two")
+    with reference_backends({"fake?reply=two": suites_own}) as reference_of:
+        assert reference_of("fake?reply=one") is suites_own
+        assert reference_of("embedded") is None  # no smaller sibling
+    closed = []
+    with reference_backends({}) as reference_of:
+        made = reference_of("fake")
+        assert made is not suites_own and reference_of("fake?latency=0") is made
+        monkeypatch.setattr(made, "close", lambda: closed.append(made), raising=False)
+    assert closed == [made]

@@ -27,14 +27,7 @@ from ..cli_common import fail, parse_options, resolve_store
 from ..contamination.evidence import MAX_TOKENS, ItemEvidence, default_probes, probe_items
 from ..contamination.items import ItemText
 from ..contamination.probes import LL_PROBES, PROBE_NAMES
-from ..contamination.run import (
-    contamination_record,
-    probe_cost,
-    probe_samples,
-    read_record,
-    reference_for,
-    write_record,
-)
+from ..contamination.run import contamination_record, probe_cost, probe_samples, reference_for, write_record
 from ..contamination.validation import EVIDENCE, ProbeValidation, model_key, record, user_file, validate_probe
 from ..contamination.windows import latest_year
 
@@ -169,8 +162,7 @@ def contamination_command(
         _close(handle, reference_handle)
         made.close()
     run_dir = run or (out if (out / "samples.jsonl").is_file() else None)
-    cost = probe_cost(started, [h for h in (handle, reference_handle) if h is not None],
-                      (read_record(out) or {}).get("cost"))
+    cost = probe_cost(started, out, handle, reference_handle)
     rec = contamination_record(made.name, model, handle.identity, evidence, reference=reference_spec, probes=asked,
                                per_sample=_per_sample(run_dir), run_dir=str(run_dir) if run_dir else None, cost=cost,
                                samples=samples)

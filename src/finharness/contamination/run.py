@@ -98,14 +98,14 @@ def contamination_record(task_name: str, model_spec: str, identity: Mapping[str,
     }
 
 
-def probe_cost(started: float, handles: Sequence[Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def probe_cost(started: float, out_dir: Path, *handles: Any) -> dict[str, Any]:
     """What probing spent: this invocation's calls, tokens, cost (USD, None: unpriced) and `billed` by role, summed
-    over the handles (the model's and its reference's, each opened for the probes alone), and `cumulative`, the same
-    over every invocation that wrote the folder's record (`previous`: the record's earlier `cost`), so a suite's
-    usage and a resumed probe count what was spent before, as results.json's `cumulative` does."""
-    now = sum_counts([h.counters.to_json() for h in handles])
+    over the handles (the model's and its reference's, each opened for the probes alone; None skipped), and
+    `cumulative`, the same over every invocation that wrote OUT_DIR's record (its earlier `cost` added), so a
+    suite's usage and a resumed probe count what was spent before, as results.json's `cumulative` does."""
+    now = sum_counts([h.counters.to_json() for h in handles if h is not None])
     now.update(invocations=1, wall_s=round(time.perf_counter() - started, 3))
-    before = (previous or {}).get("cumulative")
+    before = ((read_record(out_dir) or {}).get("cost") or {}).get("cumulative")
     return {**now, "cumulative": sum_counts([now, before] if isinstance(before, Mapping) else [now])}
 
 
@@ -138,8 +138,7 @@ def probe_run_folder(task: Any, samples: Sequence[Sample], model: Any, out_dir: 
         asked = tuple(p for p in asked if p != "reference")
     evidence = asyncio.run(probe_samples(task, samples, model, reference=reference, probes=asked,
                                          max_tokens=max_tokens))
-    earlier = read_record(out_dir)
-    cost = probe_cost(started, [h for h in (model, reference) if h is not None], (earlier or {}).get("cost"))
+    cost = probe_cost(started, out_dir, model, reference)
     record = contamination_record(task.name, model.spec, model.identity, evidence,
                                   reference=getattr(reference, "spec", None), probes=asked, per_sample=per_sample,
                                   run_dir=str(out_dir), cost=cost, samples=samples)

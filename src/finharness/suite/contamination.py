@@ -10,27 +10,55 @@ files back for the scorecard, one ContaminationCell per row and model; `CONTAMIN
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..contamination.run import probe_run_folder, read_record, reference_for
 from ..report.runs import RunData, load_run
 
 
-def probe_rows(rows: Sequence[Any], outcomes: Sequence[Any], backend: Any, store_path: Path, options: Any,
-               seed: int) -> None:
-    """Probe every finished row of one model (rows and their pool outcomes in the same order). Each row's probes
-    get handles of their own, on the suite's spending: their calls count against its budget (a refused call leaves
-    its probes unscored, said in the item's errors) and what they spent lands in the row's contamination.json,
-    which the suite's usage adds to the model's (build_manifest)."""
-    from .. import open_model
+@contextmanager
+def reference_backends(open_ones: Mapping[str, Any]) -> Iterator[Callable[[str], Any]]:
+    """`reference_of(spec)`: the backend of a probed model's reference model (contamination.run.REFERENCES; None
+    where it has none): the suite's own where the suite runs that model too (`open_ones`, by spec), else made once
+    here and closed when the block ends, so no second engine of one model is loaded."""
     from ..backends import from_spec
+
+    made: dict[str, Any] = {}
+
+    def reference_of(spec: str) -> Any:
+        wanted = reference_for(spec)
+        if wanted is None:
+            return None
+        if wanted in open_ones:
+            return open_ones[wanted]
+        if wanted not in made:
+            made[wanted] = from_spec(wanted)
+        return made[wanted]
+
+    try:
+        yield reference_of
+    finally:
+        for backend in made.values():
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+
+
+def probe_rows(rows: Sequence[Any], outcomes: Sequence[Any], model: str, backends: Mapping[str, Any],
+               store_path: Path, options: Any, seed: int) -> None:
+    """Probe every finished row of `model` (rows and their pool outcomes in the same order; `backends`: the
+    suite's, by spec). Each row's probes get handles of their own, on the suite's spending: their calls count
+    against its budget (a refused call leaves its probes unscored, said in the item's errors) and what they spent
+    lands in the row's contamination.json, which the suite's usage adds to the model's (build_manifest)."""
+    from .. import open_model
     from ..core.runner import select_samples
 
-    reference_spec = reference_for(backend.spec)
-    reference_backend = from_spec(reference_spec) if reference_spec else None
-    try:
+    backend = backends[model]
+    with reference_backends(backends) as reference_of:
+        reference_backend = reference_of(backend.spec)
         for row, outcome in zip(rows, outcomes):
             if outcome.result is None:
                 continue
@@ -46,10 +74,6 @@ def probe_rows(rows: Sequence[Any], outcomes: Sequence[Any], backend: Any, store
                 probe_run_folder(task, samples, handle, outcome.out_dir, reference=reference, per_sample=per_sample)
             finally:
                 task.close()
-    finally:
-        close = getattr(reference_backend, "close", None)
-        if close is not None:
-            close()
 
 
 def plan_probes(rows: Sequence[Any], cells: Sequence[Any], backends: Mapping[str, Any], store: Any,
@@ -59,34 +83,25 @@ def plan_probes(rows: Sequence[Any], cells: Sequence[Any], backends: Mapping[str
     under the roles 'probe' and 'reference' and priced with the rest."""
     import asyncio
 
-    from ..backends import from_spec
     from ..contamination.run import probe_samples
     from ..core.model import RunCounters
     from ..core.plan import PlannedModel
 
     by_id = {row.spec.id: row for row in rows}
-    references: dict[str, Any] = {}
-    try:
+    with reference_backends(backends) as reference_of:
         for cell in cells:
             if cell.plan is None or cell.row not in by_id:
                 continue
             backend = backends[cell.model]
             handle = PlannedModel(backend, store, RunCounters(), plan=cell.plan, dry=dry, role="probe")
-            reference_spec = reference_for(backend.spec)
-            if reference_spec and reference_spec not in references:
-                references[reference_spec] = from_spec(reference_spec)
-            reference = None if not reference_spec else PlannedModel(
-                references[reference_spec], store, RunCounters(), plan=cell.plan, dry=dry, role="reference")
+            reference_backend = reference_of(backend.spec)
+            reference = None if reference_backend is None else PlannedModel(
+                reference_backend, store, RunCounters(), plan=cell.plan, dry=dry, role="reference")
             task = by_id[cell.row].make()
             try:
                 asyncio.run(probe_samples(task, cell.plan.samples, handle, reference=reference))
             finally:
                 task.close()
-    finally:
-        for made in references.values():
-            close = getattr(made, "close", None)
-            if close is not None:
-                close()
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,7 @@ def run_suite(suite: Suite, rows: Sequence[PreparedRow], *, models: Sequence[str
             if suite.contamination:  # membership evidence per row (suite/contamination.py)
                 from .contamination import probe_rows
 
-                probe_rows(fitting, pool.tasks, backends[model], store_path, options, suite.seed)
+                probe_rows(fitting, pool.tasks, model, backends, store_path, options, suite.seed)
         if judge:  # the benchmarks' steps after their rows (pairwise judging), once every model ran the row
             for r in rows:
                 hooks = hooks_of(r.ref.name)
