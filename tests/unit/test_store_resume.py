@@ -3,6 +3,8 @@ run's config, the finished samples) is what was written. Written against mutants
 
 from __future__ import annotations
 
+import sqlite3
+
 from finharness.core.store import RunStore
 
 
@@ -37,3 +39,24 @@ def test_a_run_keeps_the_config_it_was_made_from(tmp_path):
         assert reopened.get_samples("r1") == {"s1": {"score": 1.0}}
     finally:
         reopened.close()
+
+
+def test_an_io_error_on_a_full_disk_says_the_disk_is_full(tmp_path, monkeypatch):
+    """SQLite reports ENOSPC met by a WAL or journal write as a disk I/O error, not SQLITE_FULL: the error still
+    names the full disk when the store's file system has no space left, and only then."""
+    from collections import namedtuple
+
+    from finharness.core import store as store_module
+    err = sqlite3.OperationalError("disk I/O error")
+    err.sqlite_errorname = "SQLITE_IOERR_WRITE"
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(store_module, "file_size_limit", lambda: None)
+    path = tmp_path / "out" / "store.sqlite"  # not made yet: its nearest folder's disk is the one asked
+
+    monkeypatch.setattr(store_module.shutil, "disk_usage", lambda place: usage(10 << 20, 10 << 20, 4096))
+    full = str(store_module.store_error(path, err))
+    assert "no space left on the device holding the store" in full and "rerun" in full, full
+
+    monkeypatch.setattr(store_module.shutil, "disk_usage", lambda place: usage(10 << 30, 1 << 30, 9 << 30))
+    other = str(store_module.store_error(path, err))
+    assert "no space left" not in other and "cannot be written" in other and "is the disk full?" in other, other

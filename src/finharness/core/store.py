@@ -29,6 +29,7 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import sqlite3
 import struct
 import threading
@@ -223,7 +224,8 @@ def store_error(path: Path, err: sqlite3.Error) -> StoreError:
     said = f"(SQLite: {err})"
     if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "no such table" in str(err):
         return StoreError(f"not a finharness run store, or a damaged one {said}", path=path, hint=MOVE_ASIDE)
-    if name == "SQLITE_FULL":
+    if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and disk_is_full(path)):
+        # SQLite words ENOSPC as an I/O error when a WAL or journal write (not the main file's) meets it
         return StoreError(f"no space left on the device holding the store {said}", path=path,
                           hint=f"free some space, or give --store a FILE on another disk; {RERUN}")
     if name.startswith("SQLITE_IOERR"):
@@ -241,6 +243,21 @@ def store_error(path: Path, err: sqlite3.Error) -> StoreError:
         return StoreError(f"locked by another process for over a minute {said}", path=path,
                           hint="wait for the other run to finish")
     return StoreError(f"the store cannot be used {said}", path=path, hint=MOVE_ASIDE)
+
+
+FULL_BELOW_BYTES = 1 << 20
+"""Free space under which the store's disk counts as full (SQLite writes pages of up to 64 KiB, WAL frames more)."""
+
+
+def disk_is_full(path: Path) -> bool:
+    """Whether the file system holding `path` (or its nearest existing folder) has almost no space left."""
+    place = path
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        return shutil.disk_usage(place).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
 
 
 def file_size_limit() -> int | None:
