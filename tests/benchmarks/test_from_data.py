@@ -78,6 +78,20 @@ def test_the_numeric_example_reads_finance_numbers_and_weighs_its_categories(tmp
     assert got["metrics"]["weighted_macro.accuracy"]["value"] == pytest.approx((2 * (1 / 3)) / 4)
     first = json.loads((out / "samples.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert [m["role"] for m in first["prompt"]] == ["system", "user", "assistant", "user"]  # one few-shot example
+    assert first["prompt"][2]["content"] == "The answer is 35."  # [prompt] answer over the CSV's own text
+
+
+def test_a_few_shot_reply_is_the_record_s_answer_as_written_unless_a_template_says_otherwise(tmp_path):
+    plain = write(tmp_path, BASE.replace('path = "ratios.csv"', 'path = "ratios.csv"\nsplit = "test"\n'
+                                         'fewshot_split = "dev"').replace("[prompt]", "[prompt]\nfewshot = 1"))
+    templated = write(tmp_path, plain.read_text(encoding="utf-8").replace(
+        "fewshot = 1", 'fewshot = 1\nanswer = "{{ answer }} percent, as {{ question[:7] }} says"'), "templated.toml")
+    replies = []
+    for path in (plain, templated):
+        task = resolve_task(str(path)).make({})
+        samples = task.load(EXAMPLES)
+        replies.append(task.messages(samples[0])[1].content)
+    assert replies == ["35", "35 percent, as Revenue says"]  # the CSV's '35', not the parsed 35.0
 
 
 def test_the_open_example_is_graded_by_the_judge(tmp_path):
@@ -120,6 +134,9 @@ template = "{{ question }}"
      "[data] revision"),
     (lambda t: t.replace('[prompt]', '[prompt]\nfewshot = 2'), "[prompt] fewshot"),
     (lambda t: t.replace('name = "t"', 'name = "1 bad"'), "name"),
+    (lambda t: t.replace("[prompt]", '[prompt]\nanswer = "{{ answer }}"'), "[prompt] answer: is the few-shot"),
+    (lambda t: t.replace('path = "ratios.csv"', 'path = "ratios.csv"\nfewshot_split = "dev"').replace(
+        "[prompt]", '[prompt]\nfewshot = 1\nanswer = "{{ reply }}"'), "[prompt] answer: uses {{ reply }}"),
     (lambda t: t + "[weights]\nbanks = 2\n", "[weights]"),
 ])
 def test_a_mistake_is_one_error_line_naming_the_key(tmp_path, change, names):

@@ -35,7 +35,7 @@ TOP_KEYS = ("name", "description", "kind", "data", "fields", "prompt", "scoring"
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "data": ("path", "hub", "revision", "file", "split", "split_field", "fewshot_split"),
     "fields": ("id", "question", "context", "options", "answer", "category", "extra"),
-    "prompt": ("template", "system", "fewshot", "max_tokens", "cue"),
+    "prompt": ("template", "system", "fewshot", "answer", "max_tokens", "cue"),
     "scoring": ("method", "tolerance", "scale", "percent", "match", "rubric", "threshold"),
 }
 
@@ -84,6 +84,9 @@ class TaskFile:
     """A system message (optional)."""
     fewshot: int = 0
     """Examples from `data.fewshot_split` shown before the question (user and assistant turns)."""
+    answer: str | None = None
+    """Jinja2 template of a few-shot example's assistant turn, over the fields and `answer` (the record's own answer
+    text; the letter for multiple choice). None: 'Answer: {{ answer }}' for multiple choice, else the answer text."""
     max_tokens: int = 256
     """The answer budget."""
     cue: str = "\nAnswer:"
@@ -190,6 +193,11 @@ def read_task_file(path: str | Path) -> TaskFile:
     fewshot = _number(path, "[prompt] fewshot", prompt.get("fewshot"), whole=True) or 0
     if fewshot and source.fewshot_split is None:
         raise _fail(path, "[prompt] fewshot", "needs [data] fewshot_split: the split the examples come from")
+    answer = _text(path, "[prompt] answer", prompt.get("answer"))
+    if answer is not None:
+        if not fewshot:
+            raise _fail(path, "[prompt] answer", "is the few-shot examples' reply: it needs [prompt] fewshot")
+        _check_template(path, answer, fields, "[prompt] answer", also=("answer",))  # type: ignore[arg-type]
     max_tokens = _number(path, "[prompt] max_tokens", prompt.get("max_tokens"), minimum=1, whole=True) or 256
     _check_scoring(path, kind, scoring)
     weights = raw.get("weights") or {}
@@ -201,22 +209,23 @@ def read_task_file(path: str | Path) -> TaskFile:
         raise _fail(path, "[weights]", "needs [fields] category: the record field the weights are for")
     return TaskFile(path=path, name=name, kind=kind, data=source, fields=dict(fields), template=template,  # type: ignore[arg-type]
                     description=str(raw.get("description") or ""), system=_text(path, "[prompt] system", prompt.get("system")),
-                    fewshot=fewshot, max_tokens=max_tokens, cue=str(prompt.get("cue", "\nAnswer:")),
+                    fewshot=fewshot, answer=answer, max_tokens=max_tokens, cue=str(prompt.get("cue", "\nAnswer:")),
                     scoring=dict(scoring), weights={k: float(v) for k, v in weights.items()}, text=text)
 
 
-def _check_template(path: Path, template: str, fields: Mapping[str, Any]) -> None:
-    """The template parses, and every name it uses is a field (or `options`)."""
+def _check_template(path: Path, template: str, fields: Mapping[str, Any], where: str = "[prompt] template",
+                    also: Sequence[str] = ()) -> None:
+    """The template parses, and every name it uses is a field (or `options`, or one of `also`)."""
     import jinja2
     from jinja2 import meta
 
     try:
         names = meta.find_undeclared_variables(jinja2.Environment().parse(template))
     except jinja2.TemplateSyntaxError as err:
-        raise _fail(path, "[prompt] template", f"not a valid template (line {err.lineno}: {err.message})") from None
-    known = set(fields) - {"id", "answer", "category"}
+        raise _fail(path, where, f"not a valid template (line {err.lineno}: {err.message})") from None
+    known = set(fields) - {"id", "answer", "category"} | set(also)
     for name in sorted(names - known):
-        raise _fail(path, "[prompt] template", f"uses {{{{ {name} }}}}, which no [fields] key names (fields: "
+        raise _fail(path, where, f"uses {{{{ {name} }}}}, which no [fields] key names (fields: "
                     f"{', '.join(sorted(known))})")
 
 

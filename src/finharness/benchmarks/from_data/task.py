@@ -221,7 +221,7 @@ class DataTask(Task):
         spec = self.task_file
         inputs = {key: self._field(record, key, line, where) for key in spec.fields
                   if key not in ("id", "answer", "category")}
-        target = self._field(record, "answer", line, where)
+        target = given = self._field(record, "answer", line, where)
         if spec.kind == "multiple_choice":
             options = inputs["options"]
             if not isinstance(options, list) or not 2 <= len(options) <= len(LETTERS):
@@ -240,23 +240,29 @@ class DataTask(Task):
         sid = str(record[spec.fields["id"]]) if "id" in spec.fields and spec.fields["id"] in record else \
             f"{spec.name}/{line}"
         category = str(record.get(spec.fields["category"], "none")) if "category" in spec.fields else None
+        answer_text = target if spec.kind == "multiple_choice" else str(given)
         return Sample(id=sid, input=inputs, target=target,
-                      metadata={"path": str(where), "line": line, **({"category": category} if category else {})})
+                      metadata={"path": str(where), "line": line, "answer_text": answer_text,
+                                **({"category": category} if category else {})})
 
     # --- prompts --------------------------------------------------------------------------------------------
 
-    def render(self, sample: Sample) -> str:
+    def render(self, sample: Sample, template: str | None = None, **extra: Any) -> str:
+        """`template` (the file's user-message template by default) over the sample's fields and `extra`."""
         import jinja2
 
         values = dict(sample.input)
         if "options" in values and self.task_file.kind == "multiple_choice":
             values["options"] = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(values["options"]))
-        template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-            self.task_file.template)
-        return template.render(**values)
+        compiled = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
+            template or self.task_file.template)
+        return compiled.render(**values, **extra)
 
     def _example_answer(self, sample: Sample) -> str:
-        return f"Answer: {sample.target}" if self.task_file.kind == "multiple_choice" else str(sample.target)
+        """A few-shot example's reply: the file's [prompt] answer template, else the record's answer as written
+        (a CSV's '35', not the parsed 35.0)."""
+        default = "Answer: {{ answer }}" if self.task_file.kind == "multiple_choice" else "{{ answer }}"
+        return self.render(sample, self.task_file.answer or default, answer=sample.metadata["answer_text"])
 
     def messages(self, sample: Sample) -> list[Message]:
         turns = [Message("system", self.task_file.system)] if self.task_file.system else []
