@@ -42,11 +42,20 @@ def _ci(v: dict, key: str = "ci95", value: str = "auc") -> str:
     return f"{v[value]:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def _status(v: dict, key: str = "status_ci") -> str:
+    """The status with the interval it was read off where that is the family-wise one (validation.py)."""
+    if not v.get(key):
+        return v["status"]
+    lo, hi = v[key]
+    return f"{v['status']} [{lo:.3f}, {hi:.3f}]"
+
+
 def markdown_table(path: Path) -> str:
     """The validations file as docs/contamination.md shows it: a row per model and probe."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    lines = ["| model | probe | filings AUC [95% CI] | status | year-free windows | technology only | "
-             "option order, paired AUC | options not sorted |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | probe | filings AUC [95% CI] | status [family-wise CI] | year-free windows | technology only | "
+             "option order, paired AUC [95% CI] (status [family-wise CI]) | options not sorted |",
+             "|---|---|---|---|---|---|---|---|"]
     notes = []
     for entry in data["models"].values():
         split = entry.get("split") or {}
@@ -56,11 +65,12 @@ def markdown_table(path: Path) -> str:
             o = (order.get("probes") or {}).get(probe)
             unsorted = (o or {}).get("controls", {}).get("options not sorted")
             lines.append(" | ".join([
-                f"| {entry['label']}", probe, _ci(v), v["status"],
+                f"| {entry['label']}", probe, _ci(v), _status(v),
                 _ci(controls["year-free windows"]) if "year-free windows" in controls else "—",
                 _ci(controls["technology companies only"]) if "technology companies only" in controls else "—",
-                (_ci(o, "paired_ci95", "paired_auc") + f" ({o['status']})") if o else "not measured",
-                _ci(unsorted, "paired_ci95", "paired_auc") + f", n {unsorted['n_items']}" if unsorted else "—"]) + " |")
+                (_ci(o, "paired_ci95", "paired_auc") + f" ({_status(o)})") if o else "not measured",
+                _ci(unsorted, "paired_ci95", "paired_auc") + f", n {unsorted['n_items']}"
+                + (f" ({_status(unsorted)})" if "status" in unsorted else "") if unsorted else "—"]) + " |")
         if split:
             blind = split.get("blind_baselines") or {}
             notes.append(f"{entry['label']}: {split['seen_windows']} windows from {split['seen_filings']} filings of "

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from finharness.backends.fake import FAKE_TOKEN_MEAN, FAKE_TOKEN_STD, FakeBackend, fake_tokens
 from finharness.contamination import probes
 from finharness.contamination.evidence import ItemEvidence, default_probes, probe_item
-from finharness.contamination.impact import date_split, row_impact
+from finharness.contamination.impact import best_probe, date_split, row_impact
 from finharness.contamination.items import ItemText, item_text
 from finharness.contamination.validation import (
     EVIDENCE,
@@ -224,12 +224,31 @@ def test_validation_status_comes_from_the_auc_interval_alone():
     assert validate_probe("loss", unseen, seen, "filings").status == INVERTED
 
 
+def test_a_probe_of_a_family_separates_only_at_the_family_wise_level():
+    """AUC 0.63 on 60 + 60: its own 95% interval [0.529, 0.724] clears 0.5, the 98.75% one a family of four
+    needs does not; the row would pick it among four, so it must not be called separating."""
+    seen, unseen = [i + 9.0 for i in range(60)], [i + 0.5 for i in range(60)]
+    alone = validate_probe("zlib", seen, unseen, "filings")
+    assert alone.status == EVIDENCE and alone.family == 1 and alone.status_ci is None
+    of_four = validate_probe("zlib", seen, unseen, "filings", family=4)
+    assert of_four.ci95 == alone.ci95 and of_four.ci95[0] > 0.5  # the probe's own interval, shown as before
+    assert of_four.family == 4 and of_four.status_ci[0] < 0.5 < of_four.status_ci[1]
+    assert of_four.status == NO_EVIDENCE and of_four.threshold is None
+    assert best_probe({"zlib": of_four}, ["zlib"]) is None and best_probe({"zlib": alone}, ["zlib"]) is alone
+    clear = validate_probe("zlib", [i + 14.0 for i in range(60)], unseen, "filings", family=4)
+    assert clear.status == EVIDENCE and clear.status_ci[0] > 0.5 and clear.threshold is not None
+
+
 def test_validations_are_kept_per_model(tmp_path: Path):
     path = tmp_path / "validated.json"
     v = validate_probe("min_k", [2.0 + i for i in range(30)], [float(i) / 10 for i in range(30)], "filings")
     record(path, "sha256:abc", "a model", {"min_k": v}, {"spec": "x"})
     found, source = validations_for("sha256:abc", [path])
     assert source == str(path) and found["min_k"] == v
+    of_two = validate_probe("zlib", [2.0 + i for i in range(30)], [float(i) / 10 for i in range(30)], "filings",
+                            family=2)
+    record(path, "sha256:abc", "a model", {"zlib": of_two}, {"spec": "x"})
+    assert validations_for("sha256:abc", [path])[0]["zlib"] == of_two  # the status interval read back as written
     assert validations_for("sha256:other", [path]) == ({}, None)
     assert model_key({"model_sha256": "abc", "n_ctx": 4096}) == "sha256:abc"
     assert model_key({"spec": "fake"}).startswith("identity:")

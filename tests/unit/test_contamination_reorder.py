@@ -55,6 +55,19 @@ def test_the_paired_auc_counts_items_whose_published_text_scores_higher():
     assert tied["paired_auc"] == 0.5 and tied["status"] == NO_EVIDENCE
 
 
+def test_the_option_order_status_is_read_at_the_family_wise_level():
+    """27 of 40 items prefer the published order: Wilson 95% [0.52, 0.80] clears ½, the 98.75% interval of a
+    family of four does not."""
+    pairs = option_pairs([_item(k) for k in range(40)], 40)
+    published = {p.published.id: 1.0 for p in pairs}
+    reordered_ = {p.reordered.id: 0.0 if k < 27 else 2.0 for k, p in enumerate(pairs)}
+    alone = paired_validation(pairs, published, reordered_)
+    of_four = paired_validation(pairs, published, reordered_, family=4)
+    assert alone["status"] == EVIDENCE and alone["status_ci"] is None and alone["paired_ci95"][0] > 0.5
+    assert of_four["paired_ci95"] == alone["paired_ci95"] and of_four["family"] == 4
+    assert of_four["status_ci"][0] < 0.5 and of_four["status"] == NO_EVIDENCE
+
+
 def test_a_further_split_is_kept_beside_the_filings_validation(tmp_path: Path):
     path = tmp_path / "validated.json"
     v = validate_probe("min_k", [2.0 + i for i in range(30)], [float(i) / 10 for i in range(30)], "filings")

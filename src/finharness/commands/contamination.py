@@ -243,9 +243,8 @@ def validation_table(model: str, windows_: list[Any], evidence: list[ItemEvidenc
     year_free = {w.id for w in windows_ if w.year_free}
     tech = {w.id for w in windows_ if w.tech}
     out = {}
-    for probe in probes:
-        if not any(e.scores.get(probe) is not None for e in evidence):
-            continue
+    scored = [probe for probe in probes if any(e.scores.get(probe) is not None for e in evidence)]
+    for probe in scored:
         controls = {}
         for name, subset in (("year-free windows", year_free), ("technology companies only", tech)):
             est = auc_ci([v for v in _scores(evidence, probe, seen & subset) if v is not None],
@@ -253,7 +252,7 @@ def validation_table(model: str, windows_: list[Any], evidence: list[ItemEvidenc
             controls[name] = {"auc": est.value, "ci95": list(est.ci95), "n_seen": est.n_positive,
                               "n_unseen": est.n_negative}
         out[probe] = validate_probe(probe, _scores(evidence, probe, seen), _scores(evidence, probe, unseen),
-                                    "filings", controls=controls)
+                                    "filings", controls=controls, family=len(scored))
     # blind baselines: what tells the sides apart with no model at all
     dated = [w for w in windows_ if latest_year(w.text) is not None]
     year_auc = auc_ci([-latest_year(w.text) for w in dated if w.seen],  # type: ignore[operator]
@@ -368,11 +367,13 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
     scores = {e.id: e.scores for e in evidence}
     published_ids = {p.published.id for p in pairs}
     table = {}
-    for probe in probes:
-        side = {i: v.get(probe) for i, v in scores.items()}
-        if any(v is not None for v in side.values()):
-            table[probe] = paired_validation(pairs, {i: v for i, v in side.items() if i in published_ids},
-                                             {i: v for i, v in side.items() if i not in published_ids})
+    sides = {probe: {i: v.get(probe) for i, v in scores.items()} for probe in probes}
+    scored = [probe for probe, side in sides.items() if any(v is not None for v in side.values())]
+    for probe in scored:
+        side = sides[probe]
+        table[probe] = paired_validation(pairs, {i: v for i, v in side.items() if i in published_ids},
+                                         {i: v for i, v in side.items() if i not in published_ids},
+                                         family=len(scored))
     label, released = release_of(model)
     tokens = [e.tokens for e in evidence]
     about = {"task": task.name, "items": len(pairs), "released": released, "probe_wall_s": round(wall, 1),

@@ -1,8 +1,8 @@
 """What membership evidence does to a benchmark's score: the share of items above a validated probe's threshold,
 and the score on the likely-seen items beside the score on the others.
 
-The probe used for a row is the validated one (status `separates` on this model) with the highest lower AUC
-bound among those the items were probed with; without one the row says "no evidence either way" and shows no
+The probe used for a row is the validated one (status `separates` on this model, read at the family-wise level:
+validation.py) with the highest lower AUC bound among those the items were probed with; without one the row says "no evidence either way" and shows no
 share. The likely-seen and likely-unseen items are different items, so their difference is a difference of two
 groups (stats.group_difference, MOVER over each group's own interval), not a paired one: it says whether the
 model scores differently on the items it likely saw, not by how much having seen them raised the score (harder
@@ -81,8 +81,9 @@ def row_impact(evidence: Sequence[ItemEvidence], validations: Mapping[str, Probe
             "first; until then the probes' scores are listed but no item is called likely seen",))
     chosen = best_probe(validations, available)
     if chosen is None:
-        said = ", ".join(f"{name} AUC {v.auc:.2f} [{v.ci95[0]:.2f}, {v.ci95[1]:.2f}]"
-                         for name, v in validations.items() if name in available)
+        said = ", ".join(f"{name} AUC {v.auc:.2f} [{v.ci95[0]:.2f}, {v.ci95[1]:.2f}]" + (
+                         f", [{v.status_ci[0]:.2f}, {v.status_ci[1]:.2f}] at the family-wise level" if v.status_ci
+                         else "") for name, v in validations.items() if name in available)
         return RowImpact(None, NO_EVIDENCE, len(evidence), notes=(
             f"no probe separates seen from unseen text on this model ({said or 'none validated of those run'}): "
             "no evidence either way, which is not evidence that the items are unseen",))
@@ -91,8 +92,9 @@ def row_impact(evidence: Sequence[ItemEvidence], validations: Mapping[str, Probe
     share = proportion_ci(len(above_ids), len(scored)) if scored else None
     impact = RowImpact(chosen.probe, EVIDENCE, len(scored), len(above_ids), share, chosen.fpr, chosen.threshold,
                        chosen.auc, chosen.ci95)
+    family = f", one of {chosen.family} probes validated together" if chosen.family > 1 else ""
     notes = [f"{chosen.probe}: validated AUC {chosen.auc:.3f} [{chosen.ci95[0]:.3f}, {chosen.ci95[1]:.3f}] on "
-             f"{chosen.split} (n {chosen.n_seen} + {chosen.n_unseen}); about {100 * (chosen.fpr or FPR):.0f}% of "
+             f"{chosen.split} (n {chosen.n_seen} + {chosen.n_unseen}{family}); about {100 * (chosen.fpr or FPR):.0f}% of "
              "unseen text also scores above the threshold, so a share near that is no sign of contamination"]
     if per_sample:
         seen = [per_sample[i] for i, _ in scored if i in above_ids and i in per_sample]

@@ -88,13 +88,13 @@ def option_pairs(items: Sequence[ItemText], limit: int) -> list[ReorderedPair]:
 
 
 def paired_validation(pairs: Sequence[ReorderedPair], published: dict[str, float | None],
-                      reordered_: dict[str, float | None]) -> dict[str, Any]:
-    """One probe on the split: the paired AUC (published scores higher, ties half) with its interval, the
-    unpaired AUC with DeLong's, both again on the items whose options are not sorted, and the status the paired
-    interval gives (validation.status_of)."""
+                      reordered_: dict[str, float | None], family: int = 1) -> dict[str, Any]:
+    """One probe (of `family` validated together) on the split: the paired AUC (published scores higher, ties
+    half) with its interval, the unpaired AUC with DeLong's, both again on the items whose options are not sorted,
+    and the status the paired interval at validation.family_confidence(family) gives (validation.status_of)."""
     from ..stats import mean_ci
     from ..stats.auc import auc_ci
-    from .validation import status_of
+    from .validation import family_confidence, status_of
 
     def measure(subset: Sequence[ReorderedPair]) -> dict[str, Any]:
         wins, pos, neg = [], [], []
@@ -107,11 +107,14 @@ def paired_validation(pairs: Sequence[ReorderedPair], published: dict[str, float
             neg.append(b)
         paired = mean_ci(wins, bounds=(0.0, 1.0))
         unpaired = auc_ci(pos, neg)
+        status_ci = list(mean_ci(wins, confidence=family_confidence(family), bounds=(0.0, 1.0)).ci95) \
+            if wins and family > 1 else None
         return {"paired_auc": paired.value, "paired_ci95": list(paired.ci95), "paired_method": paired.method,
-                "auc": unpaired.value, "ci95": list(unpaired.ci95), "method": unpaired.method, "n_items": len(wins)}
+                "auc": unpaired.value, "ci95": list(unpaired.ci95), "method": unpaired.method, "n_items": len(wins),
+                "status_ci": status_ci,
+                "status": status_of(status_ci or paired.ci95) if wins else status_of((math.nan, math.nan))}
 
-    out = measure(pairs)
-    out["status"] = status_of(out["paired_ci95"]) if out["n_items"] else status_of((math.nan, math.nan))
+    out = {**measure(pairs), "family": max(1, family)}
     unsorted = [p for p in pairs if not p.sorted_options]
     out["controls"] = {"options not sorted": measure(unsorted)}
     out["sorted_share"] = (len(pairs) - len(unsorted)) / len(pairs) if pairs else None

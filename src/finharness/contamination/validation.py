@@ -2,10 +2,15 @@
 it cannot have seen, per model, and a threshold read off the unseen side.
 
 `validate_probe` turns the two sides' scores into a ProbeValidation: the AUC with its DeLong interval
-(stats.auc_ci), a status from that interval alone, and the threshold above which FPR (5%) of the unseen texts
+(stats.auc_ci), a status from an interval alone, and the threshold above which FPR (5%) of the unseen texts
 score. Only a probe whose interval lies wholly above 0.5 is used to call items likely seen; an interval that holds
 0.5 is "no evidence either way" (never "clean": the probe cannot tell on this model), and one wholly below 0.5
 ranks the wrong way and is not used either.
+
+Several probes are validated together on a model, and a benchmark row uses whichever of them separates; read at
+95% each, the chance that one of four separates by luck alone is up to 19%. So the status is read off the interval
+at 1 − 0.05/family (Bonferroni over the family of probes validated together; 98.75% for four), which keeps that
+chance at 5% or less; `ci95` stays the probe's own 95% interval for display.
 
 Measured validations are kept per model, keyed by `model_key` (the weights' sha256 where the backend names it),
 in JSON files: the one that ships with the package (validated.json, bench/contamination_validate.py) and the
@@ -24,6 +29,9 @@ from typing import Any, Mapping, Sequence
 from ..data.io import atomic_write_text
 from ..stats.auc import auc_ci
 from ..util import finite_json
+
+FAMILY_ALPHA = 0.05
+"""The chance, over a family of probes validated together, that any one is called separating by luck alone."""
 
 FPR = 0.05
 """Share of the unseen texts allowed above the threshold: what 'above the threshold' costs in false alarms."""
@@ -81,6 +89,18 @@ class ProbeValidation:
     controls: Mapping[str, Any] = field(default_factory=dict)
     """The same probe on controlled subsets (year-free windows...) and what controls length and genre."""
 
+    family: int = 1
+    """Probes validated together on this model and split: `status` is read off the interval at
+    family_confidence(family), not off ci95 (module docstring)."""
+
+    status_ci: tuple[float, float] | None = None
+    """The interval `status` is read off (None where family is 1: it is ci95)."""
+
+
+def family_confidence(family: int) -> float:
+    """The confidence of each probe's status interval in a family of `family` probes (Bonferroni)."""
+    return 1.0 - FAMILY_ALPHA / max(1, family)
+
 
 def status_of(ci95: Sequence[float]) -> str:
     lo, hi = ci95
@@ -101,19 +121,21 @@ def threshold_at(unseen: Sequence[float], fpr: float = FPR) -> float:
 
 
 def validate_probe(probe: str, seen: Sequence[float | None], unseen: Sequence[float | None], split: str,
-                   fpr: float = FPR, controls: Mapping[str, Any] | None = None) -> ProbeValidation:
-    """The ProbeValidation of a probe's scores on both sides (None scores are left out)."""
+                   fpr: float = FPR, controls: Mapping[str, Any] | None = None, family: int = 1) -> ProbeValidation:
+    """The ProbeValidation of a probe's scores on both sides (None scores are left out), one of `family` probes
+    validated together."""
     pos = [float(v) for v in seen if v is not None and math.isfinite(v)]
     neg = [float(v) for v in unseen if v is not None and math.isfinite(v)]
     estimate = auc_ci(pos, neg)
-    status = status_of(estimate.ci95)
+    status_ci = tuple(auc_ci(pos, neg, confidence=family_confidence(family)).ci95) if family > 1 else None
+    status = status_of(status_ci or estimate.ci95)
     threshold = measured_fpr = tpr = None
     if status == EVIDENCE:
         threshold = threshold_at(neg, fpr)
         measured_fpr = sum(v > threshold for v in neg) / len(neg)
         tpr = sum(v > threshold for v in pos) / len(pos)
     return ProbeValidation(probe, split, estimate.value, tuple(estimate.ci95), len(pos), len(neg), estimate.method,
-                           status, threshold, measured_fpr, tpr, dict(controls or {}))
+                           status, threshold, measured_fpr, tpr, dict(controls or {}), max(1, family), status_ci)
 
 
 def model_key(identity: Mapping[str, Any]) -> str:
@@ -144,6 +166,8 @@ def read_file(path: Path) -> dict[str, Any]:
 def _from_json(raw: Mapping[str, Any]) -> ProbeValidation:
     values = dict(raw)
     values["ci95"] = tuple(values["ci95"])
+    if values.get("status_ci") is not None:
+        values["status_ci"] = tuple(values["status_ci"])
     return ProbeValidation(**values)
 
 
