@@ -94,5 +94,8 @@ def test_the_command_validates_on_a_tasks_option_order(tmp_path: Path, monkeypat
     kept = read_file(path)["models"][out["model_key"]]["splits"][SPLIT]
     assert kept["items"] == 10 and kept["probes"]["min_k"]["paired_auc"] == pytest.approx(
         out["probes"]["min_k"]["paired_auc"])
+    assert all(v["family"] == 4 and v["status_ci"][0] <= v["paired_ci95"][0] for v in out["probes"].values())
+    said = CliRunner().invoke(app, [a for a in args if a != "--json"])
+    assert said.exit_code == 0 and "each status is read at 98.75%, the family-wise level of 4 probes" in said.output
     refused = CliRunner().invoke(app, ["contamination", "--validate", "--split", "options", "--model", "fake"])
     assert refused.exit_code != 0 and "needs the TASK" in refused.output

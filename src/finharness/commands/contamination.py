@@ -19,7 +19,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import typer
 
@@ -267,6 +267,18 @@ def validation_table(model: str, windows_: list[Any], evidence: list[ItemEvidenc
     return out  # type: ignore[return-value]
 
 
+def _family_line(family: int) -> str:
+    from ..contamination.validation import family_confidence
+
+    return (f"  (95% intervals; each status is read at {100 * family_confidence(family):g}%, the family-wise level "
+            f"of {family} probes validated together)" if family > 1 else "  (95% intervals)")
+
+
+def _status_text(status: str, status_ci: Sequence[float] | None) -> str:
+    """The status, with the family-wise interval it was read off."""
+    return f"{status} [{status_ci[0]:.3f}, {status_ci[1]:.3f}]" if status_ci else status
+
+
 def _validate(model: str, reference: str | None, root: Path, out: Path, store_path: Path, per_side: int,
               tokens: int, guided: int, path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
     from ..benchmarks.financebench.filings import read_pages
@@ -329,9 +341,11 @@ def _validate(model: str, reference: str | None, root: Path, out: Path, store_pa
     typer.echo(f"validation of {label} on the filings split: {about['seen_windows']} windows from "
                f"{about['seen_filings']} filings of FY2015-{about['seen_last_year']} vs {about['unseen_windows']} "
                f"from {about['unseen_filings']} filed from {about['cutoff']}, {tokens} tokens each")
+    typer.echo(_family_line(len(table)))
     for probe, v in table.items():
         yf = v.controls.get("year-free windows", {})
-        typer.echo(f"  {PROBE_NAMES[probe]:32} AUC {v.auc:.3f} [{v.ci95[0]:.3f}, {v.ci95[1]:.3f}] {v.status:24} "
+        typer.echo(f"  {PROBE_NAMES[probe]:32} AUC {v.auc:.3f} [{v.ci95[0]:.3f}, {v.ci95[1]:.3f}] "
+                   f"{_status_text(v.status, v.status_ci):44} "
                    f"year-free {_fmt(yf.get('auc'))} [{_fmt((yf.get('ci95') or [None])[0])}, "
                    f"{_fmt((yf.get('ci95') or [None, None])[1])}]"
                    + (f"  threshold {v.threshold:.3f} (TPR {v.tpr:.2f})" if v.status == EVIDENCE else ""))
@@ -387,10 +401,12 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
         return
     typer.echo(f"validation of {label} on {task.name}'s option order: {len(pairs)} published items against the same "
                f"with their options rotated ({100 * about['sorted_share']:.0f}% have sorted options)")
+    typer.echo(_family_line(len(table)))
     for probe, v in table.items():
         u = v["controls"]["options not sorted"]
         typer.echo(f"  {PROBE_NAMES[probe]:32} paired AUC {v['paired_auc']:.3f} [{v['paired_ci95'][0]:.3f}, "
-                   f"{v['paired_ci95'][1]:.3f}] {v['status']:24} unsorted {_fmt(u['paired_auc'])} "
-                   f"[{_fmt(u['paired_ci95'][0])}, {_fmt(u['paired_ci95'][1])}] (n {u['n_items']}); unpaired AUC "
+                   f"{v['paired_ci95'][1]:.3f}] {_status_text(v['status'], v['status_ci']):44} unsorted "
+                   f"{_fmt(u['paired_auc'])} [{_fmt(u['paired_ci95'][0])}, {_fmt(u['paired_ci95'][1])}] (n "
+                   f"{u['n_items']}, {_status_text(u['status'], u['status_ci'])}); unpaired AUC "
                    f"{v['auc']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]")
     typer.echo(f"kept in {path} under {key} ({SPLIT}); {about['probe_wall_s']} s")
