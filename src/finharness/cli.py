@@ -11,6 +11,13 @@ import typer
 
 from .cli_common import LiveProgress, check_endpoints, fail, parse_options, resolve_data_dir, resolve_store
 from .cli_plugins import plugin_app
+from .commands.spending import (
+    BUDGET_TOKENS_OPTION,
+    MAX_COST_OPTION,
+    PRICE_OPTION,
+    make_spending,
+    stop_if_budget_reached,
+)
 from .util import output_console
 
 app = plugin_app(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -77,13 +84,7 @@ def _task_options(split, shots, method, extract, mode, options) -> dict[str, Any
     return {k: v for k, v in opts.items() if v is not None}
 
 
-# Options `run` and `suite` share, declared once.
-PRICE_OPTION = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a model (its "
-                            "spec or name; repeatable; a suite's [prices] too): results carry the cost.")
-MAX_COST_OPTION = typer.Option(None, "--max-cost", min=0, help="Stop before the call that would take the cost (at the "
-                               "prices) past USD; everything made is kept: rerun with more to resume.")
-BUDGET_TOKENS_OPTION = typer.Option(None, "--budget-tokens", min=1, help="Stop before the call that would take the "
-                                    "tokens of every role (and model) past N; rerun with more to resume.")
+# Options `run` and `suite` share, declared once (the budget ones with contamination: commands/spending.py).
 SANDBOX_OPTION = typer.Option(None, help="Isolation of model-written programs (the tasks that run model-written code): auto | bwrap "
                               "| kernel | unsafe (docs/sandbox.md; recorded in results).")
 NO_PULL_OPTION = typer.Option(False, "--no-pull", help="Never download a dataset the data root lacks (tasks that "
@@ -267,39 +268,6 @@ def _show_plan(make: Any, as_json: bool) -> None:
         typer.echo(json.dumps(plan_json(plan), ensure_ascii=False, indent=2))
     else:
         print_plan(plan)
-
-
-BUDGET_EXIT = 3
-"""Exit status of a run the budget stopped (1: incomplete, 2: a usage error, 130: interrupted)."""
-
-
-def make_spending(prices: list[str], max_cost: float | None, budget_tokens: int | None,
-                  table: Any = None) -> Any:
-    """The run's Spending (core/spending.py) from --price (and a suite's price table), --max-cost and
-    --budget-tokens; None when none is given (nothing is priced or limited)."""
-    from .core.spending import Spending, parse_price
-
-    priced = dict(table or {})
-    try:
-        priced.update(parse_price(text) for text in prices)
-    except ValueError as err:
-        fail(str(err))
-    if max_cost is not None and not priced:
-        fail("--max-cost needs prices: --price MODEL=IN/OUT (USD per million tokens), e.g. --price gpt-4o=2.5/10")
-    if not priced and max_cost is None and budget_tokens is None:
-        return None
-    return Spending(prices=priced, max_tokens=budget_tokens, max_cost=max_cost)
-
-
-def stop_if_budget_reached(spending: Any) -> None:
-    """Say that the budget stopped the run and exit BUDGET_EXIT (everything made is stored)."""
-    if spending is None or spending.reached is None:
-        return
-    spent = f"{spending.tokens:,} tokens" + (f", ${spending.cost:.4f}" if spending.cost else "")
-    typer.secho(f"budget reached after {spending.calls} call(s) ({spending.refused} refused): {spending.reached}; "
-                f"spent in all {spent}; everything made is stored: raise it and rerun the same command to resume",
-                fg="yellow", err=True)
-    raise typer.Exit(BUDGET_EXIT)
 
 
 def resume_command() -> str:

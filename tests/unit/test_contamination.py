@@ -309,6 +309,47 @@ def test_the_command_lists_every_item_and_a_rerun_makes_no_call(tmp_path: Path, 
     assert [i["scores"] for i in again["items"]] == [i["scores"] for i in rec["items"]]
 
 
+def test_the_command_is_held_to_a_budget_and_a_rerun_finishes(tmp_path: Path, monkeypatch):
+    """`finharness contamination` takes --budget-tokens (and --price/--max-cost) as run and suite do: it stops with
+    exit 3 before the call that would cross it, writes what it probed (the refused items say why), and the same
+    command with more budget makes only the refused calls."""
+    monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
+    free = json.loads(CliRunner().invoke(_app(), ["contamination", "demo", "--model", "fake", "--out",
+                                                  str(tmp_path / "free"), "--json", "-q"]).output)
+    per_item = sum(i["tokens"] for i in free["items"]) / 12
+    out = tmp_path / "held"
+    args = ["contamination", "demo", "--model", "fake", "--out", str(out), "-q"]
+    held = CliRunner().invoke(_app(), [*args, "--budget-tokens", str(int(per_item * 5))])
+    assert held.exit_code == 3 and "budget reached" in held.output, held.output
+    rec = json.loads((out / "contamination.json").read_text(encoding="utf-8"))
+    refused = [i for i in rec["items"] if "budget" in (i.get("errors") or {}).get("loss", "")]
+    made = rec["cost"]["calls"]
+    assert 0 < made < 12 and len(refused) == 12 - made and len(rec["items"]) == 12
+    assert all(i["scores"]["loss"] is None for i in refused)
+    done = CliRunner().invoke(_app(), [*args, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["cost"]["calls"] == 12 - made  # the rest came from the store
+    costly = CliRunner().invoke(_app(), [*args, "--max-cost", "1"])
+    assert costly.exit_code == 2 and "--max-cost needs prices" in costly.output
+
+
+def test_a_validation_the_budget_stops_is_not_kept(tmp_path: Path, monkeypatch):
+    """A validation on part of its items would set a status from fewer texts than it says: the budget stop keeps
+    nothing in the validations file, and the rerun with more budget keeps the whole one."""
+    from finharness.contamination.validation import read_file
+
+    monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "validated.json"
+    args = ["contamination", "demo", "--validate", "--split", "options", "--model", "fake", "--windows", "10",
+            "--validation", str(path), "--out", str(tmp_path / "o"), "-q"]
+    stopped = CliRunner().invoke(_app(), [*args, "--budget-tokens", "200"])
+    assert stopped.exit_code == 3 and "budget reached" in stopped.output, stopped.output
+    assert not path.exists()
+    assert CliRunner().invoke(_app(), args).exit_code == 0
+    (entry,) = read_file(path)["models"].values()
+    assert entry["splits"]["option order"]["items"] == 10
+
+
 def test_the_command_splits_a_runs_scores_with_the_models_validation(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
     run_dir = tmp_path / "run"

@@ -7,6 +7,7 @@
   hyphens, `-1`, `-2` ... for repeats).
 - Every command and sub-command that the typer app lists (recursing into groups, hidden ones left out)
   appears somewhere in README.md or docs/ as `finharness <command path>`.
+- docs/cli.md, the command reference, has every top-level command.
 - README.md is at most 12,000 bytes.
 """
 
@@ -180,6 +181,14 @@ def test_every_cli_command_is_documented() -> None:
     text = all_docs_text()
     missing = [path for path in paths if not documented(path, text)]
     assert missing == [], f"not documented as `finharness <command>` in README.md or docs/: {missing}"
+
+
+def test_the_command_reference_has_every_top_level_command() -> None:
+    """docs/cli.md says it lists every command of `finharness --help`: each top-level one has its row there."""
+    paths = command_paths()
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = [path for path in paths if " " not in path and not documented(path, text)]
+    assert "contamination" in paths and missing == [], f"no row in docs/cli.md: {missing}"
 
 
 def test_readme_is_short() -> None:

@@ -8,7 +8,7 @@ import random
 import pytest
 import typer
 
-from finharness.cli import BUDGET_EXIT, stop_if_budget_reached
+from finharness.commands.spending import BUDGET_EXIT, stop_if_budget_reached
 from finharness.core.spending import BudgetRefused, Price, Spending
 
 

@@ -30,14 +30,15 @@ from ..contamination.probes import LL_PROBES, PROBE_NAMES
 from ..contamination.run import contamination_record, probe_cost, probe_samples, reference_for, write_record
 from ..contamination.validation import EVIDENCE, ProbeValidation, model_key, record, user_file, validate_probe
 from ..contamination.windows import latest_year
+from .spending import BUDGET_TOKENS_OPTION, MAX_COST_OPTION, PRICE_OPTION, make_spending, stop_if_budget_reached
 
 
-def _open(spec: str, store: Path, role: str, concurrency: int | None) -> Any:
+def _open(spec: str, store: Path, role: str, concurrency: int | None, spending: Any) -> Any:
     from .. import open_model
     from ..core.backend import SpecError
 
     try:
-        return open_model(spec, store, role=role, concurrency=concurrency)
+        return open_model(spec, store, role=role, concurrency=concurrency, spending=spending)
     except SpecError as err:
         fail(str(err))
 
@@ -101,6 +102,9 @@ def contamination_command(
                                "per side (it generates: slow on a CPU)."),
     validation: Optional[Path] = typer.Option(None, help="--validate: the validations file to keep the result in "
                                               "(default: the user's, under the cache folder)."),
+    price: list[str] = PRICE_OPTION,
+    max_cost: Optional[float] = MAX_COST_OPTION,
+    budget_tokens: Optional[int] = BUDGET_TOKENS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print contamination.json (or the validation) as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -109,6 +113,7 @@ def contamination_command(
     from ..data.registry import resolve_data_dir
 
     root = resolve_data_dir(data_dir)
+    spending = make_spending(price, max_cost, budget_tokens)
     reference_spec = None if reference == "none" else (reference or reference_for(model))
     if validate and split not in ("filings", "options"):
         fail(f"--split is filings or options, not {split!r}")
@@ -118,7 +123,7 @@ def contamination_command(
         out = out or Path("runs") / "contamination" / f"validate__{_folder(model)}"
         out.mkdir(parents=True, exist_ok=True)
         _validate(model, reference_spec, root, out, resolve_store(store, out / "store.sqlite"), windows, window_tokens,
-                  guided, validation or user_file(), concurrency, as_json, quiet)
+                  guided, validation or user_file(), concurrency, spending, as_json, quiet)
         return
     if not task:
         fail("give a TASK to probe (`finharness list`), or --validate" +
@@ -142,12 +147,12 @@ def contamination_command(
     if validate:
         try:
             _validate_options(made, samples, model, store_path, windows, max_tokens, validation or user_file(),
-                              concurrency, as_json, quiet)
+                              concurrency, spending, as_json, quiet)
         finally:
             made.close()
         return
-    handle = _open(model, store_path, "probe", concurrency)
-    reference_handle = _open(reference_spec, store_path, "reference", concurrency) if reference_spec else None
+    handle = _open(model, store_path, "probe", concurrency, spending)
+    reference_handle = _open(reference_spec, store_path, "reference", concurrency, spending) if reference_spec else None
     try:
         asked = default_probes(handle.capabilities, probes)
     except ValueError as err:
@@ -169,8 +174,9 @@ def contamination_command(
     path = write_record(out, rec)
     if as_json:
         typer.echo(json.dumps(json.loads(path.read_text(encoding="utf-8")), ensure_ascii=False, indent=1))
-        return
-    _print_record(rec, path)
+    else:
+        _print_record(rec, path)
+    stop_if_budget_reached(spending)  # the record holds what was probed; the refused items say so in their errors
 
 
 def _close(*handles: Any) -> None:
@@ -196,8 +202,8 @@ def _print_record(rec: dict[str, Any], path: Path) -> None:
     for probe in rec["probes"]:
         values = [i["scores"].get(probe) for i in rec["items"] if i["scores"].get(probe) is not None]
         v = validations.get(probe)
-        power = (f"AUC {v['auc']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]: {v['status']}" if v
-                 else "not validated on this model")
+        power = (f"AUC {v['auc']:.3f} [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}]: "
+                 f"{_status_text(v['status'], v.get('status_ci'))}" if v else "not validated on this model")
         typer.echo(f"  {PROBE_NAMES[probe]:32} median {_fmt(statistics.median(values)) if values else '—':>8}  "
                    f"({len(values)} items)  {power}")
     impact = rec["impact"]
@@ -280,12 +286,13 @@ def _status_text(status: str, status_ci: Sequence[float] | None) -> str:
 
 
 def _validate(model: str, reference: str | None, root: Path, out: Path, store_path: Path, per_side: int,
-              tokens: int, guided: int, path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
+              tokens: int, guided: int, path: Path, concurrency: int | None, spending: Any, as_json: bool,
+              quiet: bool) -> None:
     from ..benchmarks.financebench.filings import read_pages
     from ..contamination.split import build_split, release_of
 
-    handle = _open(model, store_path, "probe", concurrency)
-    reference_handle = _open(reference, store_path, "reference", concurrency) if reference else None
+    handle = _open(model, store_path, "probe", concurrency, spending)
+    reference_handle = _open(reference, store_path, "reference", concurrency, spending) if reference else None
     started = time.perf_counter()
     try:
         windows_, about = build_split(root, handle.count_tokens, read_pages, tokens=tokens, per_side=per_side)
@@ -315,6 +322,7 @@ def _validate(model: str, reference: str | None, root: Path, out: Path, store_pa
             probes = probes + ("guided",)
     finally:
         _close(handle, reference_handle)
+    stop_if_budget_reached(spending)  # a validation on part of the windows is not kept; the rerun resumes
     table = validation_table(model, windows_, evidence, probes)
     blind = table.pop("_blind")  # type: ignore[arg-type]
     label, released = release_of(model)
@@ -355,7 +363,7 @@ def _validate(model: str, reference: str | None, root: Path, out: Path, store_pa
 
 
 def _validate_options(task: Any, samples: list[Any], model: str, store_path: Path, per_side: int, max_tokens: int,
-                      path: Path, concurrency: int | None, as_json: bool, quiet: bool) -> None:
+                      path: Path, concurrency: int | None, spending: Any, as_json: bool, quiet: bool) -> None:
     """The log-likelihood probes on TASK's published multiple-choice items against the same items with their
     options rotated (contamination/reorder.py), kept beside the model's filings validation."""
     from ..contamination.items import item_text
@@ -366,7 +374,7 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
     pairs = option_pairs([item_text(s, task) for s in samples], per_side)
     if not pairs:
         fail(f"{task.name} has no multiple-choice items with options in their text to reorder")
-    handle = _open(model, store_path, "probe", concurrency)
+    handle = _open(model, store_path, "probe", concurrency, spending)
     started = time.perf_counter()
     try:
         if not handle.capabilities.loglikelihood:
@@ -377,6 +385,7 @@ def _validate_options(task: Any, samples: list[Any], model: str, store_path: Pat
                                            on_item=_progress(quiet, "items")))
     finally:
         _close(handle)
+    stop_if_budget_reached(spending)  # as for the filings: kept only whole
     wall = time.perf_counter() - started
     scores = {e.id: e.scores for e in evidence}
     published_ids = {p.published.id for p in pairs}
