@@ -240,3 +240,24 @@ def test_without_data_dir_the_file_beside_the_task_is_found_and_a_missing_one_na
                              env=env)
     assert missing.returncode == 2
     assert str(empty_root / "ratios.csv") in missing.stderr and str(tmp_path / "ratios.csv") in missing.stderr
+
+
+@pytest.mark.parametrize("name, delimiter", [("ratios.tsv", "\t"), ("ratios.csv", ";")])
+def test_a_tsv_and_a_semicolon_csv_read_as_the_comma_csv(tmp_path, name, delimiter):
+    """A .tsv is tab-separated; a .csv whose header has more semicolons than commas (a spreadsheet saved in a
+    locale with the decimal comma) is semicolon-separated; both give the records the comma file gives, BOM and all."""
+    import csv
+
+    with open(EXAMPLES / "ratios.csv", encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    data = tmp_path / "data"
+    data.mkdir()
+    with open(data / name, "w", encoding="utf-8-sig", newline="") as f:
+        csv.writer(f, delimiter=delimiter, lineterminator="\r\n").writerows(rows)
+    task = write(tmp_path, BASE.replace('path = "ratios.csv"', f'path = "{name}"').replace(
+        'question = "question"', 'id = "id"\nquestion = "question"'))
+    read = resolve_task(str(task)).make({}).load(data)
+    expected = resolve_task(str(write(tmp_path, BASE.replace('question = "question"', 'id = "id"\nquestion = "question"'),
+                                      "comma.toml"))).make({}).load(EXAMPLES)
+    assert [(s.id, s.input, s.target) for s in read] == [(s.id, s.input, s.target) for s in expected]
+    assert len(read) == len(rows) - 1 and read[1].input["question"].startswith("Current assets are $4,500 million")

@@ -68,11 +68,11 @@ def read_json(path: str | Path) -> Any:
     return parse_json(text, path)
 
 
-def check_csv(text: str, path: str | Path) -> None:
+def check_csv(text: str, path: str | Path, delimiter: str = ",") -> None:
     """A DataError naming the file and line where `text` cannot be CSV as written: it ends inside a quoted field
     (a closing quote missing, or the file cut short), or a field runs past the CSV reader's limit (most often a
     quote never closed). The lenient reader the data is then read with would accept both without a word."""
-    reader = csv.reader(io.StringIO(text), strict=True)
+    reader = csv.reader(io.StringIO(text), strict=True, delimiter=delimiter)
     start = 1
     try:
         for _ in reader:
@@ -95,13 +95,18 @@ def csv_dict_reader(path: str | Path) -> "csv.DictReader[str]":
     return csv.DictReader(io.StringIO(text))
 
 
-def read_csv_rows(path: str | Path, required: tuple[str, ...] = ()) -> list[tuple[int, dict[str, str]]]:
-    """(line_number, row) pairs; a missing required column is a DataError naming the file."""
+def read_csv_rows(path: str | Path, required: tuple[str, ...] = (), delimiter: str = ",") -> list[tuple[int, dict[str, str]]]:
+    """(line_number, row) pairs; a missing required column is a DataError naming the file. `delimiter`: ',', or
+    '\t' for a TSV, or 'sniff': ';' where the header line has more semicolons than commas (a spreadsheet saved as
+    CSV in a locale whose decimal mark is the comma), else ','."""
     text = read_text(path)
     if not text.strip():
         raise DataError("file is empty", path=path)
-    check_csv(text, path)
-    reader = csv.DictReader(io.StringIO(text))
+    if delimiter == "sniff":
+        header = text.split("\n", 1)[0]
+        delimiter = ";" if header.count(";") > header.count(",") else ","
+    check_csv(text, path, delimiter)
+    reader = csv.DictReader(io.StringIO(text), delimiter=delimiter)
     missing = [c for c in required if c not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"missing column(s) {missing}; found {reader.fieldnames}", path=path, line=1)

@@ -91,13 +91,13 @@ def _file_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if suffix in (".jsonl", ".json"):
         return list(iter_jsonl(path))
     if suffix in (".csv", ".tsv"):
-        return read_csv_rows(path)
+        return read_csv_rows(path, delimiter="\t" if suffix == ".tsv" else "sniff")
     if suffix == ".parquet":
         import pandas as pd
 
         frame = pd.read_parquet(path)
         return [(i + 1, {k: _plain(v) for k, v in row.items()}) for i, row in enumerate(frame.to_dict("records"))]
-    raise DataError(f"a data file must be .jsonl, .csv or .parquet, not {suffix or 'no suffix'}", path=path)
+    raise DataError(f"a data file must be .jsonl, .csv, .tsv or .parquet, not {suffix or 'no suffix'}", path=path)
 
 
 def _plain(value: Any) -> Any:
