@@ -1,12 +1,13 @@
 """finharness: an open harness that measures how well language models do real financial work.
 
 Public API: `evaluate(tasks, model=..., ...)`, what `finharness run` does, returning each task's metrics with their
-intervals and its samples (finharness/api.py); `open_model(spec, store, role=...)`, the model handle every task,
+intervals and its samples (finharness/api.py); `evaluate_suite(suite, models=..., ...)`, what `finharness suite`
+does, returning the scorecard as data (finharness/suite/evaluate.py); `open_model(spec, store, role=...)`, the model handle every task,
 judge and script uses; the core types and the runner live in `finharness.core`; backends are resolved from model
 specs.
 """
 
-__all__ = ["__version__", "evaluate", "open_model"]
+__all__ = ["__version__", "evaluate", "evaluate_suite", "open_model"]
 
 
 def __getattr__(name: str):
@@ -22,6 +23,10 @@ def __getattr__(name: str):
         from importlib import import_module
 
         return import_module(".api", __name__).evaluate
+    if name == "evaluate_suite":  # the suite's (suite/evaluate.py), likewise
+        from importlib import import_module
+
+        return import_module(".suite.evaluate", __name__).evaluate_suite
     if name == "open_model":  # the public model handle (backends/__init__.py), imported on first use
         from .backends import open_model
 

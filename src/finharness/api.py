@@ -193,7 +193,8 @@ def make_spending(prices: Mapping[str, Any] | Sequence[str] | None, max_cost: fl
     else:
         priced.update(parse_price(text) for text in prices or ())
     if max_cost is not None and not priced:
-        raise ValueError("a cost budget needs prices: MODEL=IN/OUT (USD per million tokens), e.g. gpt-4o=2.5/10")
+        raise ValueError("a cost budget (--max-cost, max_cost=) needs prices: MODEL=IN/OUT, USD per million tokens "
+                         "(--price or a suite's [prices], prices=), e.g. gpt-4o=2.5/10")
     if not priced and max_cost is None and budget_tokens is None:
         return None
     return Spending(prices=priced, max_tokens=budget_tokens, max_cost=max_cost)

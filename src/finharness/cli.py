@@ -535,10 +535,9 @@ def suite_cmd(
     (OUT/store.sqlite), each row in OUT/MODEL/ROW/ as `finharness run` would write it. Rerunning the command
     resumes; adding a --model later reuses everything stored. Where a row's official data is absent and the
     suite names a fallback (a stand-in exam), the fallback runs and is named a stand-in."""
-    from .core.model import PromptBudget
-    from .core.runner import RunOptions
-    from .suite.run import prepare_rows, run_suite
-    from .suite.spec import SuiteError, bundled_suite_toml, load_suite
+    from .suite.evaluate import prepare_suite
+    from .suite.run import run_suite
+    from .suite.spec import SuiteError, bundled_suite_toml
 
     if as_toml:
         try:
@@ -552,24 +551,16 @@ def suite_cmd(
         from .data.pull import NO_PULL_ENV
 
         os.environ[NO_PULL_ENV] = "1"
-    try:
-        spec = load_suite(suite_name)
-    except SuiteError as err:
+    try:  # the suite read, its rows resolved, the spending and run options: what the Python API does too
+        prepared = prepare_suite(suite_name, data_dir=data_dir, sandbox=sandbox,
+                                 contamination=True if contamination else None, prices=price, max_cost=max_cost,
+                                 budget_tokens=budget_tokens, concurrency=concurrency, batch=True if batch else None)
+    except ValueError as err:  # SuiteError included
         fail(str(err))
-    if contamination:
-        from dataclasses import replace as with_changes
-
-        spec = with_changes(spec, contamination=True)
+    spec, rows, root, options, spending = (prepared.spec, prepared.rows, prepared.root, prepared.options,
+                                           prepared.spending)
     models = list(dict.fromkeys(model))
     out = out or Path("runs") / f"suite-{spec.name}"
-    root = resolve_data_dir(data_dir)
-    try:
-        rows = prepare_rows(spec, root, sandbox)
-    except ValueError as err:
-        fail(str(err))
-    spending = make_spending(price, max_cost, budget_tokens, table=spec.prices)
-    options = RunOptions(data_dir=root, concurrency=concurrency, budget=PromptBudget(), versions=versions(),
-                         spending=spending, batch=True if batch else spec.batch)
     if no_pull and pull:
         fail("--pull and --no-pull say the opposite; give one")
     rows, leave_out, missing = _data_before_work(spec, rows, root, judged=judge is not None, pull=pull and not dry_run,

@@ -75,3 +75,32 @@ def test_the_example_script_runs(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("demo: accuracy ") and lines[1].startswith("my_exam: accuracy ")
     assert "n=12" in lines[0] and "(complete; 12 samples in runs/evaluate/demo)" in lines[0]
+
+
+def test_a_suite_gives_its_scorecard_as_data_and_resumes(tmp_path, monkeypatch):
+    """finharness.evaluate_suite: the rows run for every model, the scorecard comes back as data (its cells with
+    interval and n) and as files; data that is not here is a DataError naming the pull, or a row left out with
+    skip_missing; the same call again makes no call."""
+    from finharness.data.errors import DataError
+
+    monkeypatch.setenv("FINHARNESS_CACHE", str(tmp_path / "cache"))
+    suite = tmp_path / "s.toml"
+    suite.write_text('name = "s"\n[[task]]\ntask = "demo"\n[[task]]\ntask = "bizbench/finknow"\nlimit = 3\n',
+                     encoding="utf-8")
+    empty = tmp_path / "data"
+    empty.mkdir()
+    models = ["fake?reply=答案：B", "fake?name=other&reply=答案：A"]
+    with pytest.raises(DataError, match="finharness data pull"):
+        finharness.evaluate_suite(suite, models, data_dir=empty, out=tmp_path / "out")
+    card = finharness.evaluate_suite(suite, models, data_dir=empty, out=tmp_path / "out", skip_missing=True)
+    assert card.complete and card.name == "s" and list(card.left_out) == ["bizbench_finknow"]
+    first = card.value("demo", models[0])
+    assert first.n == 12 and first.ci95[0] <= first.value <= first.ci95[1]
+    assert card.value("demo", models[1]).n == 12 and {p.suffix for p in card.files} == {".json", ".md", ".csv", ".html"}
+    assert json.loads((tmp_path / "out" / "suite.json").read_text(encoding="utf-8"))["status"] == "complete"
+    with pytest.raises(KeyError, match="rows: bizbench_finknow, demo"):
+        card.value("nope", models[0])
+    again = finharness.evaluate_suite(suite, models, data_dir=empty, out=tmp_path / "out", skip_missing=True)
+    usage = again.manifest["by_model"][models[0]]  # over both invocations: the second made none, read 12 stored
+    assert again.value("demo", models[0]) == first
+    assert usage["invocations"] == 2 and usage["calls"] == 12 and usage["cache_hits"] == 12, usage
