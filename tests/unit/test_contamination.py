@@ -330,7 +330,7 @@ def test_the_command_is_held_to_a_budget_and_a_rerun_finishes(tmp_path: Path, mo
     assert done.exit_code == 0, done.output
     assert json.loads(done.output)["cost"]["calls"] == 12 - made  # the rest came from the store
     costly = CliRunner().invoke(_app(), [*args, "--max-cost", "1"])
-    assert costly.exit_code == 2 and "--max-cost needs prices" in costly.output
+    assert costly.exit_code == 2 and "(--max-cost, max_cost=) needs prices" in costly.output
 
 
 def test_a_validation_the_budget_stops_is_not_kept(tmp_path: Path, monkeypatch):

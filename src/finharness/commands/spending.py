@@ -4,14 +4,14 @@ message and exit status."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ..cli_common import fail
 
 if TYPE_CHECKING:
-    from ..core.spending import Price, Spending
+    from ..core.spending import Spending
 
 PRICE_OPTION = typer.Option([], "--price", help="MODEL=IN/OUT: USD per million input and output tokens of a model (its "
                             "spec or name; repeatable; a suite's [prices] too): results carry the cost.")
@@ -24,20 +24,16 @@ BUDGET_EXIT = 3
 """Exit status of a run the budget stopped (1: incomplete, 2: a usage error, 130: interrupted)."""
 
 
-def make_spending(prices: list[str], max_cost: float | None, budget_tokens: int | None,
-                  table: Mapping[str, "Price"] | None = None) -> "Spending | None":
-    """The command's Spending (core/spending.py) from --price (over a suite's price table), --max-cost and
-    --budget-tokens; None when none is given (nothing is priced or limited). A bad price or a cost budget without
-    prices is a usage error."""
+def make_spending(prices: list[str], max_cost: float | None, budget_tokens: int | None) -> "Spending | None":
+    """The command's Spending (core/spending.py) from --price, --max-cost and --budget-tokens; None when none is
+    given (nothing is priced or limited). A bad price or a cost budget without prices is a usage error. (A suite's
+    [prices] join its --price in suite.evaluate.prepare_suite.)"""
     from ..api import make_spending as api_spending  # on use: the command line starts without the run machinery
-    from ..core.spending import parse_price
 
     try:
-        priced = {**dict(table or {}), **dict(parse_price(text) for text in prices)}
-        return api_spending(priced, max_cost, budget_tokens)
+        return api_spending(prices, max_cost, budget_tokens)
     except ValueError as err:
-        fail("--max-cost needs prices: --price MODEL=IN/OUT (USD per million tokens), e.g. --price gpt-4o=2.5/10"
-             if max_cost is not None and not prices and not table else str(err))
+        fail(str(err))
 
 
 def stop_if_budget_reached(spending: Any) -> None:
