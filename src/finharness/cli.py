@@ -284,6 +284,10 @@ SIGTERM_EXIT = 143
 """Exit status of a run a SIGTERM stopped (128 + 15, what a scheduler expects), after it said what it kept."""
 
 
+def _raise_interrupt() -> None:
+    raise KeyboardInterrupt
+
+
 class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
     """On Ctrl-C or SIGTERM: say what is stored (samples done per task, the store) and the command that resumes, then
     exit 130 (Ctrl-C) or 143 (SIGTERM).
@@ -314,14 +318,22 @@ class interrupted_says:  # noqa: N801 (a context manager read as a sentence)
         return "terminated" if self.signal == "SIGTERM" else "interrupted"
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import asyncio
         import signal
 
         self.signal = "SIGTERM"
         handler = signal.getsignal(signal.SIGINT)
-        if callable(handler):  # asyncio's own (cancels the running main task) or Python's (raises KeyboardInterrupt)
-            handler(signal.SIGINT, frame)
-        else:  # SIGINT ignored (a background job): stop all the same
-            raise KeyboardInterrupt
+        if callable(handler) and handler is not signal.default_int_handler:
+            handler(signal.SIGINT, frame)  # asyncio's own: cancels the running main task, which stops cleanly
+            return
+        try:  # Python's handler, or SIGINT ignored (a background job): stop all the same
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise KeyboardInterrupt from None
+        # raised here it could land inside a task's step: that task would keep the KeyboardInterrupt and asyncio
+        # log it with a traceback ("exception was never retrieved"); from a callback of its own the loop stops
+        # between steps and cancels its tasks on the way out
+        loop.call_soon_threadsafe(_raise_interrupt)
 
     def __enter__(self) -> "interrupted_says":
         import signal

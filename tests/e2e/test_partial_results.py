@@ -187,3 +187,43 @@ def test_a_stop_while_the_suite_plans_its_eta_says_nothing_is_stored_and_how_to_
     assert "planning the suite's work for its ETA" in result.output
     assert "interrupted: samples finished and stored: nothing" in result.output
     assert f"resume with: finharness suite {suite} --model fake --out {out}" in result.output
+
+
+STOP_INSIDE_A_STEP = '''
+import asyncio, os, signal, sys
+from pathlib import Path
+import typer
+from finharness.cli import interrupted_says
+
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else signal.default_int_handler)
+
+
+async def worker():
+    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside this task's step
+    await asyncio.sleep(30)
+
+
+async def main():
+    await asyncio.gather(worker(), asyncio.sleep(30))
+
+
+try:
+    with interrupted_says(Path("store.sqlite")):
+        asyncio.run(main())
+except typer.Exit as stop:  # what the command line's app turns into the exit status
+    sys.exit(stop.exit_code)
+'''
+
+
+@pytest.mark.parametrize("sigint", ["ignored", "default"])
+def test_a_sigterm_landing_inside_a_task_stops_cleanly(tmp_path: Path, sigint: str):
+    """A SIGTERM whose handler runs inside a task's step (here, always) stops the run the Ctrl-C way, with no
+    traceback: raised there, the task kept the KeyboardInterrupt and asyncio logged it ('exception was never
+    retrieved'); the run of test_report_on_a_stopped_run_folder_shows_what_its_store_holds met that by chance."""
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_INSIDE_A_STEP, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), sigint], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert "terminated (SIGTERM)" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "never retrieved" not in done.stderr, done.stderr
