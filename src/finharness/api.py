@@ -184,10 +184,10 @@ def run_versions() -> dict[str, Any]:
 
 
 def make_spending(prices: Mapping[str, Any] | Sequence[str] | None, max_cost: float | None,
-                  budget_tokens: int | None) -> Spending | None:
-    """The run's Spending: prices (MODEL -> Price, or 'MODEL=IN/OUT' texts), a cost and a token budget; None when
-    none is given."""
-    priced: dict[str, Price] = {}
+                  budget_tokens: int | None, base: Mapping[str, Price] | None = None) -> Spending | None:
+    """The run's Spending: prices (MODEL -> Price, or 'MODEL=IN/OUT' texts) over `base` (a suite's [prices]), a
+    cost and a token budget; None when none is given."""
+    priced: dict[str, Price] = dict(base or {})
     if isinstance(prices, Mapping):
         priced.update({k: v if isinstance(v, Price) else parse_price(f"{k}={v}")[1] for k, v in prices.items()})
     else:

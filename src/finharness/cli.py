@@ -569,14 +569,13 @@ def suite_cmd(
                                  budget_tokens=budget_tokens, concurrency=concurrency, batch=True if batch else None)
     except ValueError as err:  # SuiteError included
         fail(str(err))
-    spec, rows, root, options, spending = (prepared.spec, prepared.rows, prepared.root, prepared.options,
-                                           prepared.spending)
+    spec, root, options, spending = prepared.spec, prepared.root, prepared.options, prepared.spending
     models = list(dict.fromkeys(model))
     out = out or Path("runs") / f"suite-{spec.name}"
     if no_pull and pull:
         fail("--pull and --no-pull say the opposite; give one")
-    rows, leave_out, missing = _data_before_work(spec, rows, root, judged=judge is not None, pull=pull and not dry_run,
-                                                 skip_missing=skip_missing, sandbox=sandbox, data_dir=data_dir)
+    rows, leave_out, missing = _data_before_work(prepared, judged=judge is not None, pull=pull and not dry_run,
+                                                 skip_missing=skip_missing, data_dir=data_dir)
     for row in rows:
         if row.standin:
             typer.echo(f"note: {row.spec.id}: the official data is absent from {root}; running {row.label}", err=True)
@@ -660,30 +659,25 @@ def _suite_progress(spec: Any, rows: list[Any], models: list[str], judge: str | 
     return SuiteProgress(labels, extra=(pairs, judging))
 
 
-def _data_before_work(spec: Any, rows: list[Any], root: Path, *, judged: bool, pull: bool, skip_missing: bool,
-                      sandbox: str | None, data_dir: Path | None) -> tuple[list[Any], dict[str, str], bool]:
-    """Every row's data checked before the first call (suite/data_check.py). With --pull what is missing is pulled
-    first; else missing data gives one list (what is missing, the one command that fetches it, what cannot be had
-    here). --skip-missing goes on without every row whose data is not here. Returns the rows (their fallbacks
-    decided again after a pull), the rows to leave out with why, and whether data is missing (the suite stops; a
-    dry run plans the rest and then exits 2)."""
-    from .suite.data_check import pull_all, pull_command, report_lines
-    from .suite.run import check_suite_data, prepare_rows
-    from .suite.spec import SUITES_DIR
+def _data_before_work(prepared: Any, *, judged: bool, pull: bool, skip_missing: bool,
+                      data_dir: Path | None) -> tuple[list[Any], dict[str, str], bool]:
+    """Every row's data checked before the first call (suite.evaluate.check_suite_data_before_work, as the Python
+    API checks it), said on the terminal: with --pull what is missing is pulled first; else missing data gives one
+    list (what is missing, the one command that fetches it, what cannot be had here). --skip-missing goes on
+    without every row whose data is not here. Returns the rows (their fallbacks decided again after a pull), the
+    rows to leave out with why, and whether data is missing (the suite stops; a dry run plans the rest and then
+    exits 2)."""
+    from .suite.data_check import report_lines
+    from .suite.evaluate import check_suite_data_before_work
 
-    check = check_suite_data(rows, root, judged=judged)
-    if pull and check.of("missing"):
-        failures = pull_all([n.dataset for n in check.of("missing")], root,
-                            progress=lambda line: typer.echo(f"pulled {line}", err=True))
-        for line in failures:
-            typer.secho(f"error: {line}", fg="red", err=True)
-        if failures:
-            fail(f"{len(failures)} dataset(s) could not be pulled (above); nothing was run")
-        rows = prepare_rows(spec, root, sandbox)
-        check = check_suite_data(rows, root, judged=judged)
-    name = spec.name if spec.path.parent == SUITES_DIR else str(spec.path)
-    lines = report_lines(check, pull=pull_command(check, name, data_dir), skip_hint=not skip_missing)
-    blocked = check.blocked_rows()
+    ready = check_suite_data_before_work(prepared, judged=judged, pull=pull, data_dir=data_dir,
+                                         progress=lambda line: typer.echo(f"pulled {line}", err=True))
+    for line in ready.pull_failures:
+        typer.secho(f"error: {line}", fg="red", err=True)
+    if ready.pull_failures:
+        fail(f"{len(ready.pull_failures)} dataset(s) could not be pulled (above); nothing was run")
+    lines = report_lines(ready.check, pull=ready.pull_command, skip_hint=not skip_missing)
+    blocked = ready.check.blocked_rows()
     missing = bool(blocked) and not skip_missing
     if lines:
         typer.echo("\n".join(lines), err=True)
@@ -691,7 +685,7 @@ def _data_before_work(spec: Any, rows: list[Any], root: Path, *, judged: bool, p
     if leave_out and not missing:
         typer.echo(f"note: without {len(leave_out)} row(s) whose data is not here: {', '.join(leave_out)}",
                    err=True)
-    return rows, leave_out, missing
+    return ready.rows, leave_out, missing
 
 
 def _print_suite(out: Path, manifest: dict[str, Any]) -> None:

@@ -17,18 +17,18 @@ missing and the one command that fetches it (or pass `pull=True`, or `skip_missi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..api import Value, make_spending, run_versions
 from ..core.model import PromptBudget
 from ..core.runner import RunOptions
-from ..core.spending import Price, Spending, parse_price
+from ..core.spending import Spending
 from ..data.errors import DataError
+from .data_check import DataCheck, pull_all, pull_command, report_lines
 from .run import PreparedRow, check_suite_data, prepare_rows, run_suite
-from .spec import Suite, load_suite
+from .spec import SUITES_DIR, Suite, load_suite
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,14 @@ class PreparedSuite:
     spending: Spending | None
     """The suite's tokens, cost and budget (None: nothing priced or limited)."""
 
+    sandbox: str | None = None
+    """The isolation given for the rows that run model-written code (None: each task's own default)."""
+
+    @property
+    def label(self) -> str:
+        """How a command names the suite: a bundled one by name, a file of one's own by its path."""
+        return self.spec.name if self.spec.path.parent == SUITES_DIR else str(self.spec.path)
+
 
 def prepare_suite(suite: str | Path, *, data_dir: str | Path | None = None, sandbox: str | None = None,
                   contamination: bool | None = None, prices: Mapping[str, Any] | Sequence[str] | None = None,
@@ -64,15 +72,45 @@ def prepare_suite(suite: str | Path, *, data_dir: str | Path | None = None, sand
         spec = replace(spec, contamination=contamination)
     root = resolve_data_dir(Path(data_dir) if data_dir is not None else None)
     rows = prepare_rows(spec, root, sandbox)
-    priced: dict[str, Price] = dict(spec.prices)
-    if isinstance(prices, Mapping):
-        priced.update({k: v if isinstance(v, Price) else parse_price(f"{k}={v}")[1] for k, v in prices.items()})
-    else:
-        priced.update(parse_price(text) for text in prices or ())
-    spending = make_spending(priced, max_cost, budget_tokens)
+    spending = make_spending(prices, max_cost, budget_tokens, base=spec.prices)
     options = RunOptions(data_dir=root, concurrency=concurrency, budget=PromptBudget(), versions=run_versions(),
                          spending=spending, batch=spec.batch if batch is None else batch)
-    return PreparedSuite(spec, rows, root, options, spending)
+    return PreparedSuite(spec, rows, root, options, spending, sandbox)
+
+
+@dataclass(frozen=True)
+class DataReadiness:
+    """What the suite's data check found, after pulling what was missing where asked to."""
+
+    rows: list[PreparedRow]
+    """The rows, their fallbacks decided again after a pull."""
+
+    check: DataCheck
+    """Every row's datasets and their state (suite/data_check.py)."""
+
+    pull_failures: list[str]
+    """The datasets that could not be pulled, one line each (nothing should run then)."""
+
+    pull_command: str
+    """The one command that fetches every dataset still missing."""
+
+
+def check_suite_data_before_work(prepared: PreparedSuite, *, judged: bool, pull: bool = False,
+                                 data_dir: str | Path | None = None,
+                                 progress: Callable[[str], None] = lambda line: None) -> DataReadiness:
+    """Every row's data checked before the first call; with `pull` what is missing is pulled first (one `progress`
+    line per dataset) and the rows prepared again, since a pulled dataset may replace a row's fallback. What the
+    caller does with what is still missing (stop, or go on without those rows) is its own."""
+    rows = prepared.rows
+    check = check_suite_data(rows, prepared.root, judged=judged)
+    failures: list[str] = []
+    if pull and check.of("missing"):
+        failures = pull_all([n.dataset for n in check.of("missing")], prepared.root, progress=progress)
+        if not failures:
+            rows = prepare_rows(prepared.spec, prepared.root, prepared.sandbox)
+            check = check_suite_data(rows, prepared.root, judged=judged)
+    where = Path(data_dir) if data_dir is not None else None
+    return DataReadiness(rows, check, failures, pull_command(check, prepared.label, where))
 
 
 @dataclass(frozen=True)
@@ -132,35 +170,26 @@ def evaluate_suite(suite: str | Path = "quick", models: str | Sequence[str] = "e
     need, then write the scorecard; rerunning resumes from the suite's store (`out`, default runs/suite-NAME). The
     parameters are `finharness suite`'s options (docs/suite.md). Data is checked before the first call: what is
     missing is a DataError, unless `pull` fetches it first or `skip_missing` runs without those rows."""
-    from .data_check import pull_all, pull_command, report_lines
     from .scorecard import build_scorecard
     from .scorecard_views import write_scorecard
-    from .spec import SUITES_DIR
 
     prepared = prepare_suite(suite, data_dir=data_dir, sandbox=sandbox, contamination=contamination, prices=prices,
                              max_cost=max_cost, budget_tokens=budget_tokens, concurrency=concurrency, batch=batch)
-    spec, rows = prepared.spec, prepared.rows
     models = [models] if isinstance(models, str) else list(dict.fromkeys(models))
-    check = check_suite_data(rows, prepared.root, judged=judge is not None)
-    if pull and check.of("missing"):
-        failures = pull_all([n.dataset for n in check.of("missing")], prepared.root, progress=lambda line: None)
-        if failures:
-            raise DataError(f"{len(failures)} dataset(s) could not be pulled: " + "; ".join(failures))
-        rows = prepare_rows(spec, prepared.root, sandbox)
-        check = check_suite_data(rows, prepared.root, judged=judge is not None)
-    blocked = check.blocked_rows()
+    ready = check_suite_data_before_work(prepared, judged=judge is not None, pull=pull, data_dir=data_dir)
+    if ready.pull_failures:
+        raise DataError(f"{len(ready.pull_failures)} dataset(s) could not be pulled: " + "; ".join(ready.pull_failures))
+    blocked = ready.check.blocked_rows()
     if blocked and not skip_missing:
-        name = spec.name if spec.path.parent == SUITES_DIR else str(spec.path)
-        lines = report_lines(check, pull=pull_command(check, name, Path(data_dir) if data_dir else None),
-                             or_else="   (or pass pull=True)", skip_hint=False)
+        lines = report_lines(ready.check, pull=ready.pull_command, or_else="   (or pass pull=True)", skip_hint=False)
         raise DataError(f"the data of {len(blocked)} row(s) is not here; nothing was run:\n" + "\n".join(lines))
     left_out = {row: f"skipped (skip_missing): {why}" for row, why in blocked.items()}
-    out_dir = Path(out) if out is not None else Path("runs") / f"suite-{spec.name}"
-    outcome = run_suite(spec, rows, models=models, judge=judge, user=user, out=out_dir, options=prepared.options,
-                        skipped={m: left_out for m in models})
+    out_dir = Path(out) if out is not None else Path("runs") / f"suite-{prepared.spec.name}"
+    outcome = run_suite(prepared.spec, ready.rows, models=models, judge=judge, user=user, out=out_dir,
+                        options=prepared.options, skipped={m: left_out for m in models})
     if outcome.bugs:
         raise outcome.bugs[0]
     built = build_scorecard(out_dir)
     files = tuple(write_scorecard(built, out_dir))
-    card = json.loads((out_dir / "scorecard.json").read_text(encoding="utf-8"))
-    return SuiteEvaluation(spec.name, out_dir, outcome.manifest, card, files, left_out, prepared.spending)
+    return SuiteEvaluation(prepared.spec.name, out_dir, outcome.manifest, built.to_json(), files, left_out,
+                           prepared.spending)

@@ -22,6 +22,7 @@ field, else `NAME/LINE`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import string
 import threading
@@ -158,6 +159,14 @@ def span_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+@functools.lru_cache(maxsize=64)
+def compiled_template(text: str) -> Any:
+    """The Jinja2 template of `text`, compiled once: a prompt renders it per sample, and per few-shot example."""
+    import jinja2
+
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(text)
+
+
 class DataTask(Task):
     """The base of every task made from a TOML file (data_task_class makes one subclass per file)."""
 
@@ -249,14 +258,10 @@ class DataTask(Task):
 
     def render(self, sample: Sample, template: str | None = None, **extra: Any) -> str:
         """`template` (the file's user-message template by default) over the sample's fields and `extra`."""
-        import jinja2
-
         values = dict(sample.input)
         if "options" in values and self.task_file.kind == "multiple_choice":
             values["options"] = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(values["options"]))
-        compiled = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-            template or self.task_file.template)
-        return compiled.render(**values, **extra)
+        return compiled_template(template or self.task_file.template).render(**values, **extra)
 
     def _example_answer(self, sample: Sample) -> str:
         """A few-shot example's reply: the file's [prompt] answer template, else the record's answer as written
